@@ -1,0 +1,40 @@
+#include "comm/communicator.h"
+
+#include <stdexcept>
+
+namespace atl::comm {
+
+ShardRange shard_range(int64_t numel, int size, int rank) {
+  const int64_t base = numel / size;
+  const int64_t extra = numel % size;
+  const int64_t offset = rank * base + std::min<int64_t>(rank, extra);
+  return {offset, base + (rank < extra ? 1 : 0)};
+}
+
+const char* op_name(OpKind op) {
+  switch (op) {
+    case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kReduceScatter: return "reduce_scatter";
+    case OpKind::kAllGather: return "all_gather";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kBarrier: return "barrier";
+    case OpKind::kCount: break;
+  }
+  return "unknown";
+}
+
+uint64_t ByteCounters::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& b : bytes_) total += b.load(std::memory_order_relaxed);
+  return total;
+}
+
+void check_contiguous(const at::Tensor& tensor, const char* op) {
+  if (!tensor.defined()) throw std::invalid_argument(std::string(op) + ": tensor is undefined");
+  if (!tensor.is_contiguous())
+    throw std::invalid_argument(std::string(op) + ": tensor must be contiguous (call .contiguous() first)");
+}
+
+}  // namespace atl::comm

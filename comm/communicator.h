@@ -1,0 +1,117 @@
+// The Communicator interface: collective and point-to-point operations on one group of ranks.
+//
+// Every operation is asynchronous and returns a Work handle; call wait() before touching the
+// tensors again. Tensors are reduced in place where the operation allows it and must be
+// contiguous (no hidden copies on the hot path). Two backends implement it: MPI (CPU tensors,
+// control, always present) and NCCL (CUDA tensors, when built with ATOLL_WITH_NCCL).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace atl::comm {
+
+enum class ReduceOp { kSum, kAvg, kMax };
+
+// A handle to an operation in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation is complete and its result visible to the caller.
+  virtual void wait() = 0;
+  // Non-blocking completion check; also drives progress of the backend (MPI progresses
+  // non-blocking collectives only inside MPI calls, so polling it during backward matters).
+  virtual bool test() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+// A Work that is already complete (zero-sized operations, world size 1).
+class CompletedWork final : public Work {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+// One leg of a batched point-to-point exchange.
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind;
+  at::Tensor tensor;
+  int peer;  // rank inside the communicator
+  int tag = 0;
+};
+
+// The slice of a flat tensor of `numel` elements that rank `rank` of `size` owns in reduce-scatter
+// and all-gather: an even split where the first numel % size ranks hold one element more.
+struct ShardRange {
+  int64_t offset;
+  int64_t numel;
+};
+ShardRange shard_range(int64_t numel, int size, int rank);
+
+enum class OpKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kBarrier, kCount };
+const char* op_name(OpKind op);
+
+// Bytes this rank puts on the wire per operation kind, under the bandwidth-optimal (ring)
+// algorithm costs that nccl-tests use for bus bandwidth: all-reduce 2(p-1)/p * n, reduce-scatter
+// and all-gather (p-1)/p * n (n = the full tensor), broadcast (p-1)/p * n, send n, recv 0.
+// Wire bytes of one rank for a ring algorithm that moves the n-byte tensor `passes` times.
+inline uint64_t ring_wire_bytes(uint64_t nbytes, int size, int passes) {
+  return nbytes * static_cast<uint64_t>(passes) * static_cast<uint64_t>(size - 1) / static_cast<uint64_t>(size);
+}
+
+class ByteCounters {
+ public:
+  void add(OpKind op, uint64_t bytes) {
+    bytes_[static_cast<size_t>(op)].fetch_add(bytes, std::memory_order_relaxed);
+    calls_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t bytes(OpKind op) const { return bytes_[static_cast<size_t>(op)].load(std::memory_order_relaxed); }
+  uint64_t calls(OpKind op) const { return calls_[static_cast<size_t>(op)].load(std::memory_order_relaxed); }
+  uint64_t total_bytes() const;
+
+ private:
+  static constexpr size_t kOps = static_cast<size_t>(OpKind::kCount);
+  std::array<std::atomic<uint64_t>, kOps> bytes_{};
+  std::array<std::atomic<uint64_t>, kOps> calls_{};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The group's name ("world", "dp", "tp", ...), used in logs and byte accounting.
+  virtual const std::string& name() const = 0;
+
+  // In place: every rank ends with the reduction of all ranks' `tensor`.
+  virtual WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) = 0;
+  // `input` holds the full tensor on every rank; `output` receives this rank's shard_range of the
+  // reduction (its numel must equal shard_range(input.numel(), size(), rank()).numel).
+  virtual WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) = 0;
+  // `input` is this rank's shard_range of `output`; every rank ends with the full `output`.
+  virtual WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) = 0;
+  virtual WorkPtr broadcast(const at::Tensor& tensor, int root) = 0;
+  virtual WorkPtr send(const at::Tensor& tensor, int peer, int tag = 0) = 0;
+  virtual WorkPtr recv(const at::Tensor& tensor, int peer, int tag = 0) = 0;
+  // Starts every send and receive together (no ordering deadlocks between pipeline neighbours).
+  virtual WorkPtr batch_p2p(const std::vector<P2POp>& ops) = 0;
+  virtual void barrier() = 0;
+
+  const ByteCounters& bytes() const { return counters_; }
+
+ protected:
+  ByteCounters counters_;
+};
+
+// Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.
+void check_contiguous(const at::Tensor& tensor, const char* op);
+
+}  // namespace atl::comm

@@ -1,0 +1,49 @@
+// DeviceMesh: this rank's place in the (island, pp, dp, tp) mesh and a communicator for each of
+// its groups. Owned by the trainer and passed explicitly -- there are no global process groups.
+// See mesh_shape.h for the rank layout and a worked example.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/mesh_shape.h"
+
+namespace atl::comm {
+
+class MpiCommunicator;
+
+class DeviceMesh {
+ public:
+  // Collective over `world`. Throws std::invalid_argument when the shape does not cover exactly
+  // the launched ranks.
+  DeviceMesh(const MpiCommunicator& world, const MeshShape& shape);
+  ~DeviceMesh();
+  DeviceMesh(const DeviceMesh&) = delete;
+  DeviceMesh& operator=(const DeviceMesh&) = delete;
+
+  const MeshShape& shape() const { return shape_; }
+  const MeshCoord& coord() const { return coord_; }
+  int rank() const { return rank_; }
+
+  Communicator& tp() const { return *tp_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& pp() const { return *pp_; }
+  Communicator& island() const { return *island_; }
+  Communicator& model() const { return *model_; }
+  // Null on ranks that are neither on the first nor on the last pipeline stage.
+  Communicator* embedding() const { return embedding_.get(); }
+  Communicator& group(GroupKind kind) const;
+
+  // One row per world rank: host, coordinates. Collective (gathers host names); the text is
+  // complete on rank 0.
+  std::string rank_table(const MpiCommunicator& world) const;
+
+ private:
+  MeshShape shape_;
+  MeshCoord coord_;
+  int rank_ = 0;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, island_, model_, embedding_;
+};
+
+}  // namespace atl::comm

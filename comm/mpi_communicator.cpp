@@ -1,0 +1,213 @@
+#include "comm/mpi_communicator.h"
+
+#include <climits>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "comm/mpi_check.h"
+#include "comm/mpi_runtime.h"
+
+namespace atl::comm {
+namespace {
+
+// A set of MPI requests plus what must outlive them: the tensors (so buffers stay alive),
+// count/displacement arrays of the v-collectives, and a finisher run once on completion
+// (the division of an average).
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
+      : keep_alive_(std::move(keep_alive)), finish_(std::move(finish)) {}
+
+  std::vector<MPI_Request> requests;
+  std::vector<int> counts, displacements;
+
+  void wait() override {
+    if (done_) return;
+    MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    complete();
+  }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE));
+    if (flag) complete();
+    return done_;
+  }
+
+ private:
+  void complete() {
+    done_ = true;
+    if (finish_) finish_();
+    keep_alive_.clear();
+  }
+
+  std::vector<at::Tensor> keep_alive_;
+  std::function<void()> finish_;
+  bool done_ = false;
+};
+
+int checked_count(int64_t numel, const char* op) {
+  if (numel > INT_MAX)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(numel) +
+                                " elements exceed one MPI call's limit of 2^31-1; split the tensor");
+  return static_cast<int>(numel);
+}
+
+// Average = sum, then divide by the group size; integer tensors truncate.
+std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, int size) {
+  if (op != ReduceOp::kAvg || size == 1) return {};
+  return [tensor, size] {
+    if (at::isFloatingType(tensor.scalar_type()))
+      tensor.div_(size);
+    else
+      tensor.div_(size, "trunc");
+  };
+}
+
+uint64_t ring_bytes(const at::Tensor& t, int size, int passes) { return ring_wire_bytes(t.nbytes(), size, passes); }
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(const MpiRuntime& runtime, MPI_Comm comm, std::string name)
+    : runtime_(runtime), comm_(comm), name_(std::move(name)) {
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  check_contiguous(tensor, "all_reduce");
+  counters_.add(OpKind::kAllReduce, ring_bytes(tensor, size_, 2));
+  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{tensor}, average_finisher(tensor, op, size_));
+  if (size_ == 1 || tensor.numel() == 0) return work;
+  work->requests.resize(1);
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), checked_count(tensor.numel(), "all_reduce"),
+                           runtime_.datatype(tensor.scalar_type()), runtime_.reduce_op(tensor.scalar_type(), op),
+                           comm_, work->requests.data()));
+  return work;
+}
+
+WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
+  check_contiguous(input, "reduce_scatter");
+  check_contiguous(output, "reduce_scatter");
+  const ShardRange mine = shard_range(input.numel(), size_, rank_);
+  if (output.numel() != mine.numel || output.scalar_type() != input.scalar_type())
+    throw std::invalid_argument("reduce_scatter: output must hold " + std::to_string(mine.numel) + " elements of " +
+                                at::toString(input.scalar_type()) + " (this rank's shard of " +
+                                std::to_string(input.numel()) + "), got " + std::to_string(output.numel()));
+  counters_.add(OpKind::kReduceScatter, ring_bytes(input, size_, 1));
+  auto work =
+      std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output}, average_finisher(output, op, size_));
+  if (size_ == 1) {
+    output.copy_(input);
+    return work;
+  }
+  if (input.numel() == 0) return work;
+  checked_count(input.numel(), "reduce_scatter");
+  for (int r = 0; r < size_; ++r) work->counts.push_back(static_cast<int>(shard_range(input.numel(), size_, r).numel));
+  work->requests.resize(1);
+  MPI_CHECK(MPI_Ireduce_scatter(input.data_ptr(), output.data_ptr(), work->counts.data(),
+                                runtime_.datatype(input.scalar_type()), runtime_.reduce_op(input.scalar_type(), op),
+                                comm_, work->requests.data()));
+  return work;
+}
+
+WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
+  check_contiguous(input, "all_gather");
+  check_contiguous(output, "all_gather");
+  const ShardRange mine = shard_range(output.numel(), size_, rank_);
+  if (input.numel() != mine.numel || output.scalar_type() != input.scalar_type())
+    throw std::invalid_argument("all_gather: input must hold " + std::to_string(mine.numel) + " elements of " +
+                                at::toString(output.scalar_type()) + " (this rank's shard of " +
+                                std::to_string(output.numel()) + "), got " + std::to_string(input.numel()));
+  counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
+  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output});
+  if (size_ == 1) {
+    output.copy_(input);
+    return work;
+  }
+  if (output.numel() == 0) return work;
+  checked_count(output.numel(), "all_gather");
+  for (int r = 0; r < size_; ++r) {
+    const ShardRange range = shard_range(output.numel(), size_, r);
+    work->counts.push_back(static_cast<int>(range.numel));
+    work->displacements.push_back(static_cast<int>(range.offset));
+  }
+  const MPI_Datatype type = runtime_.datatype(output.scalar_type());
+  work->requests.resize(1);
+  MPI_CHECK(MPI_Iallgatherv(input.data_ptr(), mine.numel, type, output.data_ptr(), work->counts.data(),
+                            work->displacements.data(), type, comm_, work->requests.data()));
+  return work;
+}
+
+WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
+  check_contiguous(tensor, "broadcast");
+  if (root < 0 || root >= size_)
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside group of " +
+                                std::to_string(size_));
+  counters_.add(OpKind::kBroadcast, ring_bytes(tensor, size_, 1));
+  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{tensor});
+  if (size_ == 1 || tensor.numel() == 0) return work;
+  work->requests.resize(1);
+  MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), checked_count(tensor.numel(), "broadcast"),
+                       runtime_.datatype(tensor.scalar_type()), root, comm_, work->requests.data()));
+  return work;
+}
+
+WorkPtr MpiCommunicator::send(const at::Tensor& tensor, int peer, int tag) {
+  return batch_p2p({P2POp{P2POp::Kind::kSend, tensor, peer, tag}});
+}
+
+WorkPtr MpiCommunicator::recv(const at::Tensor& tensor, int peer, int tag) {
+  return batch_p2p({P2POp{P2POp::Kind::kRecv, tensor, peer, tag}});
+}
+
+WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
+  std::vector<at::Tensor> tensors;
+  for (const P2POp& op : ops) tensors.push_back(op.tensor);
+  auto work = std::make_shared<MpiWork>(std::move(tensors));
+  work->requests.resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    check_contiguous(op.tensor, is_send ? "send" : "recv");
+    if (op.peer < 0 || op.peer >= size_)
+      throw std::invalid_argument("p2p: peer " + std::to_string(op.peer) + " outside group of " +
+                                  std::to_string(size_));
+    const int count = checked_count(op.tensor.numel(), "p2p");
+    const MPI_Datatype type = runtime_.datatype(op.tensor.scalar_type());
+    if (is_send) {
+      counters_.add(OpKind::kSend, op.tensor.nbytes());
+      MPI_CHECK(MPI_Isend(op.tensor.data_ptr(), count, type, op.peer, op.tag, comm_, &work->requests[i]));
+    } else {
+      counters_.add(OpKind::kRecv, 0);
+      MPI_CHECK(MPI_Irecv(op.tensor.data_ptr(), count, type, op.peer, op.tag, comm_, &work->requests[i]));
+    }
+  }
+  return work;
+}
+
+void MpiCommunicator::barrier() {
+  counters_.add(OpKind::kBarrier, 0);
+  MPI_CHECK(MPI_Barrier(comm_));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, std::string name) const {
+  MPI_Comm sub;
+  MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  return std::make_unique<MpiCommunicator>(runtime_, sub, std::move(name));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(std::string name) const {
+  MPI_Comm dup;
+  MPI_CHECK(MPI_Comm_dup(comm_, &dup));
+  return std::make_unique<MpiCommunicator>(runtime_, dup, std::move(name));
+}
+
+}  // namespace atl::comm

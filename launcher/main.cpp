@@ -1,0 +1,52 @@
+// atoll: the command-line entry point. `atoll train` is what every rank runs under mpirun/srun;
+// `atoll launch` computes the rank count from the config and starts mpirun for you.
+#include <iostream>
+#include <string>
+
+#include "atoll/build_config.h"
+#include "launcher/commands.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(atoll - distributed LLM training runtime
+
+usage: atoll COMMAND [ARGS]
+
+commands:
+  train CONFIG [--set key=value]...                 train on this rank (run under mpirun or srun)
+  launch CONFIG [--np N] [--set key=value]... [-- MPIRUN_ARGS]
+                                                    start mpirun with the rank count of the layout
+  data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
+
+options:
+  -h, --help      show this help (or `atoll COMMAND --help`)
+  --version       print the version
+
+Configs are YAML (see examples/); --set overrides any field, e.g. --set optim.lr=1e-3.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const atl::launcher::Args args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "atoll " << ATOLL_VERSION << (ATOLL_NCCL_FOUND ? " (MPI, NCCL)" : " (MPI)") << "\n";
+    return 0;
+  }
+  const std::string command = args[0];
+  const atl::launcher::Args rest(args.begin() + 1, args.end());
+  try {
+    if (command == "train") return atl::launcher::train_command(argc - 1, argv + 1);
+    if (command == "launch") return atl::launcher::launch_command(rest);
+    if (command == "data") return atl::launcher::data_command(rest);
+  } catch (const std::exception& e) {
+    std::cerr << "atoll: error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "atoll: unknown command '" << command << "'; run `atoll --help` for the list\n";
+  return 2;
+}

@@ -1,0 +1,46 @@
+// `atoll train CONFIG [--set k=v]...`: what each rank runs.
+#include <iostream>
+
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+#include "launcher/commands.h"
+#include "runtime/config.h"
+#include "runtime/trainer.h"
+
+namespace atl::launcher {
+
+namespace {
+constexpr const char* kTrainUsage = "atoll train CONFIG [--set key=value]...";
+}
+
+int train_command(int argc, char** argv) {
+  const Args args(argv + 1, argv + argc);
+  if (wants_help(args)) {
+    std::cout << "usage: " << kTrainUsage << "\n\nRuns one rank of a training job; start it under mpirun/srun "
+              << "(or use `atoll launch`).\nEvery rank must get the same CONFIG and overrides.\n";
+    return 0;
+  }
+  comm::MpiRuntime mpi(&argc, &argv);
+  std::unique_ptr<comm::MpiCommunicator> world = mpi.world();
+  const bool is_rank0 = world->rank() == 0;
+  try {
+    const ConfigArgs parsed = parse_config_args(args, kTrainUsage);
+    if (!parsed.rest.empty()) throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
+    const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
+    runtime::Trainer trainer(config, *world, &std::cout);
+    trainer.run();
+  } catch (const runtime::PeerFailure&) {
+    return 1;  // the failing rank has said why
+  } catch (const runtime::ConfigError& e) {
+    // Config problems are identical on every rank: say them once.
+    if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "") << ": "
+              << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace atl::launcher

@@ -1,0 +1,156 @@
+#include "runtime/llama.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace atl::runtime {
+namespace {
+
+std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+
+// FNV-1a of the name mixed into the run seed with splitmix64: a stable, well-spread seed per
+// parameter that does not depend on how parameters are laid out or sharded.
+uint64_t parameter_seed(int64_t run_seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  uint64_t z = h + static_cast<uint64_t>(run_seed) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+int64_t padded_vocab(int64_t vocab, int tp) {
+  const int64_t multiple = 128 * static_cast<int64_t>(tp);
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c) {
+  const int64_t head_dim = c.dim / c.heads;
+  const int64_t vocab = padded_vocab(c.vocab, 1);
+  std::vector<parallel::ParamInfo> infos;
+  infos.push_back({"model.embed_tokens.weight", {vocab, c.dim}, true});
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = layer_prefix(i);
+    infos.push_back({p + "input_layernorm.weight", {c.dim}, false, true});
+    infos.push_back({p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}});
+    infos.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}});
+    infos.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}});
+    infos.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}});
+    infos.push_back({p + "post_attention_layernorm.weight", {c.dim}, false, true});
+    infos.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}});
+    infos.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}});
+    infos.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}});
+  }
+  infos.push_back({"model.norm.weight", {c.dim}, false, true});
+  if (!c.tie_embeddings) infos.push_back({"lm_head.weight", {vocab, c.dim}});
+  return infos;
+}
+
+LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params)
+    : config_(config), head_dim_(config.dim / config.heads) {
+  embed_ = params.value("model.embed_tokens.weight");
+  for (int i = 0; i < config.layers; ++i) {
+    const std::string p = layer_prefix(i);
+    layers_.push_back(Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
+                            params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight"),
+                            params.value(p + "self_attn.o_proj.weight"),
+                            params.value(p + "post_attention_layernorm.weight"),
+                            params.value(p + "mlp.gate_proj.weight"), params.value(p + "mlp.up_proj.weight"),
+                            params.value(p + "mlp.down_proj.weight")});
+  }
+  final_norm_ = params.value("model.norm.weight");
+  lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
+
+  // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
+  // both halves of the head dimension.
+  at::NoGradGuard no_grad;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor inv_freq =
+      at::pow(config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
+  at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
+  angles = at::cat({angles, angles}, -1);
+  rope_cos_ = angles.cos().to(f32);
+  rope_sin_ = angles.sin().to(f32);
+  causal_mask_ = at::full({config.seq, config.seq}, -std::numeric_limits<float>::infinity(), f32).triu(1);
+}
+
+at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps) * weight;
+}
+
+at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
+  const int64_t batch = x.size(0), seq = x.size(1);
+  const int64_t heads = layer.wq.size(0) / head_dim_, kv_heads = layer.wk.size(0) / head_dim_;
+  // [batch, heads, seq, head_dim]
+  at::Tensor q = at::linear(x, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k = at::linear(x, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v = at::linear(x, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  if (kv_heads != heads) {  // grouped-query attention: each kv head serves heads/kv_heads query heads
+    k = k.repeat_interleave(heads / kv_heads, 1);
+    v = v.repeat_interleave(heads / kv_heads, 1);
+  }
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  scores = scores + causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq);
+  at::Tensor out = at::matmul(at::softmax(scores, -1), v);
+  out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
+  return at::linear(out, layer.wo);
+}
+
+at::Tensor LlamaModel::logits(const at::Tensor& tokens) const {
+  at::Tensor h = at::embedding(embed_, tokens);
+  for (const Layer& layer : layers_) {
+    h = h + attention(layer, rms_norm(h, layer.input_norm));
+    const at::Tensor x = rms_norm(h, layer.post_norm);
+    h = h + at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down);
+  }
+  return at::linear(rms_norm(h, final_norm_), lm_head_);
+}
+
+at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
+  at::Tensor out = logits(tokens);
+  // Padding rows of the vocabulary never take part in the softmax.
+  out = out.narrow(-1, 0, config_.vocab);
+  return at::cross_entropy_loss(out.reshape({-1, config_.vocab}), targets.reshape({-1}));
+}
+
+double training_flops_per_token(const ModelConfig& c) {
+  const double head_dim = static_cast<double>(c.dim) / c.heads;
+  const double attn = c.dim * head_dim * (2.0 * c.heads + 2.0 * c.kv_heads);
+  const double mlp = 3.0 * c.dim * c.ffn;
+  const double per_layer = attn + mlp + 2.0 * c.dim;
+  const double non_embedding = c.layers * per_layer + c.dim + static_cast<double>(c.vocab) * c.dim;
+  return 6.0 * non_embedding + 12.0 * c.layers * c.seq * c.dim;
+}
+
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params) {
+  at::NoGradGuard no_grad;
+  const double scaled_std = config.init_std / std::sqrt(2.0 * config.layers);
+  for (const parallel::FlatEntry& e : params.entries()) {
+    const std::string& name = e.info.name;
+    if (name.find("norm.weight") != std::string::npos) {
+      e.value.fill_(1.0);
+      continue;
+    }
+    const bool output_projection = name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
+    const bool vocab_rows = name == "model.embed_tokens.weight" || name == "lm_head.weight";
+    std::vector<int64_t> full_shape = e.info.shape;
+    if (vocab_rows) full_shape[0] = config.vocab;  // padding rows are not drawn, so padding never shifts the stream
+    at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
+    at::Tensor full = at::normal(0.0, output_projection ? scaled_std : config.init_std, full_shape, gen);
+    e.value.zero_();
+    e.value.narrow(0, 0, full_shape[0]).copy_(full);
+  }
+}
+
+}  // namespace atl::runtime

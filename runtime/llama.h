@@ -1,0 +1,61 @@
+// The canonical Llama decoder (DESIGN §4): RMSNorm (eps from the config), RoPE in Hugging Face's
+// rotate-half convention, grouped-query causal attention, SwiGLU MLP, no biases, optional tied
+// embeddings. Parameter names are Hugging Face's with global layer indices, so a checkpoint
+// exports to what transformers.LlamaForCausalLM loads.
+//
+// The model does not own its parameters: they live in a parallel::FlatParameters (one flat
+// buffer, see flat_parameters.h) built from param_infos(); the model reads views of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/flat_parameters.h"
+#include "runtime/config.h"
+
+namespace atl::runtime {
+
+// Vocabulary rows rounded up to a multiple of 128 * tp (Megatron's rule; keeps vocab-parallel
+// shards equal). Padding rows are zero and excluded from the loss.
+int64_t padded_vocab(int64_t vocab, int tp);
+
+class LlamaModel {
+ public:
+  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params);
+
+  // Every parameter of the model, in forward order.
+  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config);
+
+  // Mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
+  // Logits over the padded vocabulary: [batch, seq, padded_vocab(vocab, 1)].
+  at::Tensor logits(const at::Tensor& tokens) const;
+
+ private:
+  struct Layer {
+    at::Tensor input_norm, wq, wk, wv, wo, post_norm, w_gate, w_up, w_down;
+  };
+  at::Tensor attention(const Layer& layer, const at::Tensor& x) const;
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+
+  ModelConfig config_;
+  int64_t head_dim_;
+  at::Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]
+  at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
+};
+
+// Non-embedding FLOPs of one training token (forward + backward), the MFU numerator:
+// 6 x (non-embedding parameters, lm_head included) + 12 x layers x seq x dim (attention).
+double training_flops_per_token(const ModelConfig& config);
+
+// Fills the parameters with the layout-invariant initialisation of DESIGN §4: each full parameter
+// is drawn from Normal(0, std) with a generator seeded from (seed, canonical name), o_proj and
+// down_proj with std / sqrt(2 * layers), norms with ones; padding rows stay zero.
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params);
+
+}  // namespace atl::runtime

@@ -1,0 +1,54 @@
+// Run observability (DESIGN §10): the progress line rank 0 prints and the metrics.jsonl records,
+// one JSON object per line, losses with full float precision (17 significant digits).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace atl::runtime {
+
+struct StepMetrics {
+  int64_t step = 0;  // optimizer steps completed, 1-based
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double tokens_per_s = 0.0;
+  double mfu = 0.0;           // fraction of the measured matrix-product peak
+  double step_seconds = 0.0;
+  uint64_t comm_bytes = 0;    // bytes this rank sent in the step (all groups)
+  uint64_t rss_bytes = 0;     // resident memory of this process
+};
+
+// A JSON object written field by field; numbers with round-trip precision.
+class JsonRecord {
+ public:
+  JsonRecord& add(const std::string& key, double value);
+  JsonRecord& add(const std::string& key, int64_t value);
+  JsonRecord& add(const std::string& key, const std::string& value);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void key(const std::string& k);
+  std::string body_;
+};
+
+class MetricsLog {
+ public:
+  // Appends to `path`; an empty path disables the log (ranks other than 0).
+  explicit MetricsLog(const std::string& path);
+  void write(const JsonRecord& record);
+
+ private:
+  std::ofstream out_;
+};
+
+JsonRecord to_json(const StepMetrics& m);
+std::string progress_line(const StepMetrics& m, int64_t total_steps);
+std::string format_bytes(double bytes);
+uint64_t resident_memory_bytes();
+
+}  // namespace atl::runtime

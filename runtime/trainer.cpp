@@ -1,0 +1,284 @@
+#include "runtime/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+#include <thread>
+
+#include "comm/device_mesh.h"
+#include "comm/mpi_check.h"
+#include "comm/mpi_communicator.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "parallel/data_parallel.h"
+#include "parallel/flat_parameters.h"
+#include "runtime/batches.h"
+#include "runtime/llama.h"
+#include "runtime/peak_flops.h"
+
+namespace atl::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<parallel::ParamInfo> backward_order(std::vector<parallel::ParamInfo> infos) {
+  std::reverse(infos.begin(), infos.end());
+  return infos;
+}
+
+std::vector<optim::DecaySegment> decay_segments(const parallel::FlatParameters& params) {
+  std::vector<optim::DecaySegment> segments;
+  for (const parallel::FlatEntry& e : params.entries()) {
+    if (!e.info.weight_decay) continue;
+    if (!segments.empty() && segments.back().offset + segments.back().numel == e.offset)
+      segments.back().numel += e.numel;  // merge neighbours: fewer, larger kernels
+    else
+      segments.push_back({e.offset, e.numel});
+  }
+  return segments;
+}
+
+uint64_t total_comm_bytes(const comm::DeviceMesh& mesh) {
+  uint64_t total = 0;
+  for (comm::GroupKind kind : {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp,
+                               comm::GroupKind::kIsland, comm::GroupKind::kModel})
+    total += mesh.group(kind).bytes().total_bytes();
+  if (mesh.embedding()) total += mesh.embedding()->bytes().total_bytes();
+  return total;
+}
+
+void throw_if_invalid(const Config& config, int world_size) {
+  const std::vector<std::string> problems = validate_layout(config, world_size);
+  if (!problems.empty()) throw ConfigError(problems);
+}
+
+// This build trains data-parallel layouts; the other mesh dimensions arrive with their issues.
+void require_supported_layout(const ParallelConfig& p) {
+  auto unsupported = [](const std::string& field, int value) {
+    return std::invalid_argument("parallel." + field + " = " + std::to_string(value) +
+                                 " is not supported by this build of Atoll yet; set parallel." + field +
+                                 " to its default");
+  };
+  if (p.tp != 1) throw unsupported("tp", p.tp);
+  if (p.pp != 1) throw unsupported("pp", p.pp);
+  if (p.islands != 1) throw unsupported("islands", p.islands);
+  if (p.zero != 0) throw unsupported("zero", p.zero);
+}
+
+}  // namespace
+
+PeerFailure::PeerFailure(int failed_rank)
+    : std::runtime_error("rank " + std::to_string(failed_rank) + " failed its start-up checks"),
+      failed_rank_(failed_rank) {}
+
+int default_threads_per_rank(const comm::MpiCommunicator& world) {
+  MPI_Comm node;
+  MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / local_ranks);
+}
+
+struct Trainer::State {
+  Config config;
+  std::ostream* out = nullptr;
+  std::unique_ptr<comm::DeviceMesh> mesh;
+  std::unique_ptr<parallel::FlatParameters> params;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<parallel::DataParallelReducer> reducer;
+  std::unique_ptr<optim::FlatAdamW> optimizer;
+  optim::LrSchedule schedule;
+  std::unique_ptr<SequenceSource> train_data, val_data;
+  std::unique_ptr<MetricsLog> metrics;
+  double peak_flops = 0.0;  // per rank
+  int64_t step = 0;
+  bool is_logger = false;
+
+  void log(const std::string& line) const {
+    if (out) *out << line << std::endl;
+  }
+};
+
+Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::ostream* out)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.config = config;
+  s.is_logger = world.rank() == 0;
+  s.out = s.is_logger ? out : nullptr;
+  // Phase 1, local checks only (no collectives), so a rank that fails cannot leave its peers
+  // waiting in a collective: config, layout and data files.
+  std::exception_ptr local_error;
+  try {
+    throw_if_invalid(config, world.size());
+    require_supported_layout(config.parallel);
+    s.train_data = std::make_unique<SequenceSource>(config.data.train, config.model.seq, config.model.vocab,
+                                                    static_cast<uint64_t>(config.run.seed));
+    s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
+                                                  static_cast<uint64_t>(config.run.seed));
+    if (s.val_data->num_sequences() < config.train.eval_sequences)
+      throw std::invalid_argument("train.eval_sequences = " + std::to_string(config.train.eval_sequences) + " but " +
+                                  config.data.val + " holds only " + std::to_string(s.val_data->num_sequences()) +
+                                  " sequences of model.seq + 1 tokens; lower train.eval_sequences");
+  } catch (...) {
+    local_error = std::current_exception();
+  }
+  // Phase 2: agree. The lowest failing rank reports its error; every other rank stops quietly.
+  int first_failed = local_error ? world.rank() : world.size();
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world.handle()));
+  if (first_failed < world.size()) {
+    if (first_failed == world.rank()) std::rethrow_exception(local_error);
+    throw PeerFailure(first_failed);
+  }
+
+  // Phase 3: collective set-up.
+  at::set_num_threads(config.run.threads > 0 ? config.run.threads : default_threads_per_rank(world));
+  s.mesh = std::make_unique<comm::DeviceMesh>(
+      world, comm::MeshShape{config.parallel.islands, config.parallel.pp, config.parallel.dp, config.parallel.tp});
+  const std::string table = s.mesh->rank_table(world);
+  s.log(config_table(config));
+  s.log(table);
+
+  s.params = std::make_unique<parallel::FlatParameters>(backward_order(LlamaModel::param_infos(config.model)),
+                                                        at::kFloat);
+  initialize_parameters(config.model, config.run.seed, *s.params);
+  s.model = std::make_unique<LlamaModel>(config.model, *s.params);
+  s.reducer = std::make_unique<parallel::DataParallelReducer>(
+      *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
+  s.optimizer = std::make_unique<optim::FlatAdamW>(
+      s.params->values(), s.params->grads(), decay_segments(*s.params),
+      optim::AdamWOptions{config.optim.beta1, config.optim.beta2, config.optim.eps, config.optim.weight_decay});
+  s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup, config.train.steps,
+                                 config.optim.schedule};
+
+  // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
+  at::Tensor peak = at::full({1}, measure_matmul_peak_flops(), at::TensorOptions().dtype(at::kDouble));
+  s.mesh->dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
+  s.peak_flops = peak.item<double>();
+
+  if (s.is_logger) {
+    std::filesystem::create_directories(config.run.dir);
+    std::ofstream(config.run.dir + "/config.yaml") << config_to_yaml(config);
+    s.metrics = std::make_unique<MetricsLog>(config.run.dir + "/metrics.jsonl");
+    char line[200];
+    std::snprintf(line, sizeof line, "model: %lld parameters (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
+                  static_cast<long long>(s.params->numel()),
+                  format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9, world.size());
+    s.log(line);
+  } else {
+    s.metrics = std::make_unique<MetricsLog>("");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::step() const { return state_->step; }
+const parallel::FlatParameters& Trainer::parameters() const { return *state_->params; }
+const comm::DeviceMesh& Trainer::mesh() const { return *state_->mesh; }
+
+StepMetrics Trainer::train_step() {
+  State& s = *state_;
+  const Config& c = s.config;
+  const auto t0 = Clock::now();
+  const uint64_t bytes_before = total_comm_bytes(*s.mesh);
+  const int microbatches = c.parallel.microbatches;
+
+  s.params->zero_grads();
+  double local_loss = 0.0;
+  for (int m = 0; m < microbatches; ++m) {
+    const BatchSlice slice =
+        batch_slice(s.step, c.train.global_batch, s.mesh->coord().dp, c.parallel.dp, m, microbatches);
+    const TokenBatch batch = s.train_data->shuffled(slice.first, slice.count);
+    s.reducer->prepare_backward(m == microbatches - 1);
+    // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
+    // gradient of the mean over this rank's share of the batch; the dp average does the rest.
+    at::Tensor loss = s.model->loss(batch.inputs, batch.targets) / microbatches;
+    loss.backward();
+    local_loss += loss.item<double>();
+  }
+  s.reducer->finish();
+
+  at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
+  comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
+  const double grad_norm = optim::global_grad_norm(*s.params, s.mesh->model(), s.mesh->coord().tp == 0);
+  optim::clip_gradients(*s.params, grad_norm, c.optim.grad_clip);
+  const double lr = s.schedule.at(s.step);
+  s.optimizer->step(lr);
+  loss_work->wait();
+  ++s.step;
+
+  StepMetrics m;
+  m.step = s.step;
+  m.loss = loss.item<double>();
+  m.lr = lr;
+  m.grad_norm = grad_norm;
+  m.step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq;
+  m.tokens_per_s = tokens / m.step_seconds;
+  const int ranks = s.mesh->shape().world_size();
+  m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * ranks);
+  m.comm_bytes = total_comm_bytes(*s.mesh) - bytes_before;
+  m.rss_bytes = resident_memory_bytes();
+  return m;
+}
+
+double Trainer::evaluate() {
+  State& s = *state_;
+  const Config& c = s.config;
+  at::NoGradGuard no_grad;
+  // This dp rank's share of the fixed validation sequences, in chunks of one microbatch.
+  const comm::ShardRange mine = comm::shard_range(c.train.eval_sequences, c.parallel.dp, s.mesh->coord().dp);
+  const int64_t chunk = std::max(1, c.train.global_batch / (c.parallel.dp * c.parallel.microbatches));
+  double loss_sum = 0.0;
+  for (int64_t first = mine.offset; first < mine.offset + mine.numel; first += chunk) {
+    const int64_t count = std::min(chunk, mine.offset + mine.numel - first);
+    const TokenBatch batch = s.val_data->in_order(first, count);
+    loss_sum += s.model->loss(batch.inputs, batch.targets).item<double>() * static_cast<double>(count);
+  }
+  at::Tensor total = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
+  s.mesh->dp().all_reduce(total, comm::ReduceOp::kSum)->wait();
+  return total.item<double>() / std::max(1, c.train.eval_sequences);
+}
+
+void Trainer::run() {
+  State& s = *state_;
+  const Config& c = s.config;
+  double interval_tokens_per_s = 0.0;
+  int interval_steps = 0;
+  while (s.step < c.train.steps) {
+    StepMetrics m = train_step();
+    s.metrics->write(to_json(m));
+    // The first step pays one-time costs (allocator warm-up); keep it out of the interval mean.
+    if (m.step > 1) {
+      interval_tokens_per_s += m.tokens_per_s;
+      ++interval_steps;
+    }
+    if (m.step % c.train.log_every == 0 || m.step == c.train.steps) {
+      if (interval_steps > 0) {
+        m.tokens_per_s = interval_tokens_per_s / interval_steps;
+        m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * s.mesh->shape().world_size());
+      }
+      s.log(progress_line(m, c.train.steps));
+      interval_tokens_per_s = 0.0;
+      interval_steps = 0;
+    }
+    const bool eval_due = c.train.eval_every > 0 && (m.step % c.train.eval_every == 0 || m.step == c.train.steps);
+    if (eval_due && c.train.eval_sequences > 0) {
+      const double val_loss = evaluate();
+      s.metrics->write(JsonRecord().add("step", m.step).add("val_loss", val_loss));
+      char line[96];
+      std::snprintf(line, sizeof line, "step %5lld/%d | val loss %.4f", static_cast<long long>(m.step),
+                    c.train.steps, val_loss);
+      s.log(line);
+    }
+  }
+}
+
+}  // namespace atl::runtime

@@ -1,0 +1,41 @@
+// main() for multi-rank GoogleTest binaries run under mpirun.
+//
+// Each test's verdict is agreed across ranks: a listener all-reduces "this rank failed" at the end
+// of every test, and a rank whose peers failed records a failure too, so every rank reports the
+// same result and the process exit codes agree. Only rank 0 prints the usual progress output;
+// other ranks print only their own failures.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "comm/mpi_runtime.h"
+#include "tests/mpi_test_env.h"
+
+namespace {
+
+class AgreeOnVerdict : public testing::EmptyTestEventListener {
+  void OnTestEnd(const testing::TestInfo& info) override {
+    int failed = info.result()->Failed() ? 1 : 0;
+    int any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_failed && !failed) ADD_FAILURE() << "another rank failed this test";
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  atl::comm::MpiRuntime runtime(&argc, &argv);
+  atl::test::MpiTestEnv::set_runtime(&runtime);
+  testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
+  if (rank != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  listeners.Append(new AgreeOnVerdict);
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any_failed;
+}
