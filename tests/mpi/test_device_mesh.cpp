@@ -1,0 +1,62 @@
+// DeviceMesh on real MPI groups: for every factorisation of the 8 launched ranks, each group's
+// members (gathered through the group itself) are exactly those of the mesh arithmetic, and a
+// layout that does not cover the launched ranks is refused with the documented message.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "comm/device_mesh.h"
+#include "comm/mpi_communicator.h"
+#include "tests/mpi_test_env.h"
+
+using atl::comm::GroupKind;
+
+TEST(DeviceMesh, GroupsMatchMeshArithmeticForEveryFactorisation) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  const int n = world->size();
+  for (int i = 1; i <= n; ++i)
+    for (int p = 1; p <= n; ++p)
+      for (int d = 1; d <= n; ++d)
+        for (int t = 1; t <= n; ++t) {
+          if (i * p * d * t != n) continue;
+          const atl::comm::MeshShape shape{i, p, d, t};
+          atl::comm::DeviceMesh mesh(*world, shape);
+          for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kIsland,
+                                 GroupKind::kModel, GroupKind::kEmbedding}) {
+            const auto expected = atl::comm::group_members(shape, kind, world->rank());
+            if (expected.empty()) {
+              EXPECT_EQ(mesh.embedding(), nullptr);
+              continue;
+            }
+            atl::comm::Communicator& group = mesh.group(kind);
+            ASSERT_EQ(group.size(), static_cast<int>(expected.size())) << shape.to_string();
+            at::Tensor mine = at::full({1}, world->rank(), at::kInt);
+            at::Tensor all = at::empty({group.size()}, at::kInt);
+            group.all_gather(mine, all)->wait();
+            EXPECT_EQ(std::vector<int>(all.data_ptr<int>(), all.data_ptr<int>() + group.size()), expected)
+                << shape.to_string() << " " << atl::comm::group_name(kind);
+          }
+        }
+}
+
+TEST(DeviceMesh, RefusesALayoutThatDoesNotMatchTheRankCount) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  try {
+    atl::comm::DeviceMesh mesh(*world, {1, 1, world->size() + 2, 1});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    const std::string expected = "parallel: islands*pp*dp*tp = " + std::to_string(world->size() + 2) + " but " +
+                                 std::to_string(world->size()) + " ranks were launched";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceMesh, RankTableListsEveryRank) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  atl::comm::DeviceMesh mesh(*world, {1, 2, world->size() / 2, 1});
+  const std::string table = mesh.rank_table(*world);
+  if (world->rank() == 0) {
+    EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), world->size() + 1);
+  } else {
+    EXPECT_TRUE(table.empty());
+  }
+}

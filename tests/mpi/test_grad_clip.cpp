@@ -1,0 +1,49 @@
+// Global grad-norm clipping across a model group: each rank holds a different part of the model;
+// replicated parameters (e.g. TP-replicated norms) are counted once. The norm must equal the
+// direct computation over the whole model, and clipping must scale every gradient by
+// max_norm / (norm + 1e-6) only when that is below one.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "comm/mpi_communicator.h"
+#include "optim/grad_clip.h"
+#include "parallel/flat_parameters.h"
+#include "tests/mpi_test_env.h"
+
+namespace {
+
+// Rank r's part: a weight unique to it and a norm replicated on every rank.
+atl::parallel::FlatParameters model_part(int rank) {
+  atl::parallel::FlatParameters flat({{"w", {4, 3}, true, false}, {"norm", {3}, false, true}}, at::kFloat);
+  flat.entry("w").grad.copy_(at::arange(12, at::kFloat).view({4, 3}) * (rank + 1) * 0.1);
+  flat.entry("norm").grad.copy_(at::tensor({1.0f, -2.0f, 0.5f}));
+  return flat;
+}
+
+}  // namespace
+
+TEST(GradClip, GlobalNormCountsReplicatedParametersOnce) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  atl::parallel::FlatParameters mine = model_part(world->rank());
+  const double norm = atl::optim::global_grad_norm(mine, *world, /*count_replicated=*/world->rank() == 0);
+
+  double direct = 1.0 + 4.0 + 0.25;  // the replicated norm, once
+  for (int r = 0; r < world->size(); ++r)
+    direct += model_part(r).entry("w").grad.to(at::kDouble).pow(2).sum().item<double>();
+  EXPECT_NEAR(norm, std::sqrt(direct), 1e-12 * std::sqrt(direct));
+}
+
+TEST(GradClip, ScalesOnlyAboveTheThreshold) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  atl::parallel::FlatParameters flat = model_part(world->rank());
+  const at::Tensor before = flat.grads().clone();
+  const double norm = atl::optim::global_grad_norm(flat, *world, world->rank() == 0);
+
+  EXPECT_EQ(atl::optim::clip_gradients(flat, norm, norm * 2), 1.0);
+  EXPECT_TRUE(flat.grads().equal(before));
+
+  const double factor = atl::optim::clip_gradients(flat, norm, 1.0);
+  EXPECT_NEAR(factor, 1.0 / (norm + 1e-6), 1e-15);
+  EXPECT_TRUE(at::allclose(flat.grads(), before * factor));
+  EXPECT_NEAR(atl::optim::global_grad_norm(flat, *world, world->rank() == 0), 1.0, 1e-6);
+}

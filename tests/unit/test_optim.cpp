@@ -1,0 +1,76 @@
+// The inner optimizer pieces: flat AdamW against torch::optim::AdamW, and the LR schedules' shape.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "parallel/flat_parameters.h"
+
+using atl::optim::LrSchedule;
+
+TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
+  torch::manual_seed(0);
+  atl::parallel::FlatParameters flat(
+      {{"w1", {16, 8}, true}, {"norm", {8}, false}, {"w2", {5, 16}, true}, {"norm2", {16}, false}}, at::kFloat);
+  std::vector<torch::Tensor> decay, no_decay;
+  std::vector<atl::optim::DecaySegment> segments;
+  for (const auto& e : flat.entries()) {
+    at::NoGradGuard no_grad;
+    e.value.copy_(torch::randn(e.info.shape));
+    torch::Tensor p = e.value.detach().clone().requires_grad_(true);
+    (e.info.weight_decay ? decay : no_decay).push_back(p);
+    if (e.info.weight_decay) segments.push_back({e.offset, e.numel});
+  }
+  const double lr = 3e-3, wd = 0.1;
+  atl::optim::FlatAdamW ours(flat.values(), flat.grads(), segments, {0.9, 0.95, 1e-8, wd});
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
+  torch::optim::AdamW reference(groups, torch::optim::AdamWOptions(lr));
+
+  for (int step = 0; step < 10; ++step) {
+    size_t di = 0, ni = 0;
+    for (const auto& e : flat.entries()) {
+      torch::Tensor g = torch::randn(e.info.shape);
+      e.grad.copy_(g);
+      torch::Tensor& p = e.info.weight_decay ? decay[di++] : no_decay[ni++];
+      p.mutable_grad() = g.clone();
+    }
+    ours.step(lr);
+    reference.step();
+  }
+  size_t di = 0, ni = 0;
+  for (const auto& e : flat.entries()) {
+    const torch::Tensor& p = e.info.weight_decay ? decay[di++] : no_decay[ni++];
+    EXPECT_TRUE(e.value.detach().equal(p.detach())) << e.info.name << " max diff "
+                                                    << (e.value - p).abs().max().item<double>();
+  }
+  EXPECT_EQ(ours.steps_taken(), 10);
+}
+
+TEST(LrSchedule, LinearWarmupThenCosineToMinLr) {
+  const LrSchedule s{1.0, 0.1, 10, 110, "cosine"};
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(4), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);               // decay starts at the peak
+  EXPECT_NEAR(s.at(10 + 99 / 2), 0.55, 0.01);    // halfway: midpoint of lr and min_lr
+  EXPECT_DOUBLE_EQ(s.at(109), 0.1);              // last step reaches min_lr
+  for (int64_t t = 10; t < 109; ++t) EXPECT_GE(s.at(t), s.at(t + 1)) << "monotone decay at " << t;
+}
+
+TEST(LrSchedule, ConstantAndWarmupStableDecay) {
+  const LrSchedule constant{1.0, 0.1, 5, 100, "constant"};
+  EXPECT_DOUBLE_EQ(constant.at(2), 0.6);
+  EXPECT_DOUBLE_EQ(constant.at(99), 1.0);
+  const LrSchedule wsd{1.0, 0.0, 0, 101, "wsd"};
+  EXPECT_DOUBLE_EQ(wsd.at(50), 1.0);   // stable phase
+  EXPECT_DOUBLE_EQ(wsd.at(80), 1.0);   // decay starts after 80% of the steps
+  EXPECT_NEAR(wsd.at(90), 0.5, 1e-12);
+  EXPECT_NEAR(wsd.at(100), 0.0, 1e-12);
+  EXPECT_THROW((LrSchedule{1.0, 0.0, 0, 10, "linear"}.at(5)), std::invalid_argument);
+}
