@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "atoll/build_config.h"
 #include "comm/mpi_communicator.h"
 #include "tests/mpi_test_env.h"
 
@@ -163,3 +164,34 @@ TEST(Communicator, ByteCountersFollowRingCosts) {
   EXPECT_EQ(comm->bytes().bytes(atl::comm::OpKind::kAllReduce), 2 * 2 * 4096 * (p - 1) / p);
   EXPECT_EQ(comm->bytes().total_bytes(), comm->bytes().bytes(atl::comm::OpKind::kAllReduce));
 }
+
+#if ATOLL_NCCL_FOUND
+// The NCCL backend builds here but can only run on a GPU machine; what can be checked without one
+// is checked: type mapping, and that a GPU-less group fails on every rank with the fix named
+// instead of hanging in the unique-id broadcast.
+#include "comm/nccl_communicator.h"
+
+TEST(NcclCommunicator, MapsEveryTensorTypeOrRefusesIt) {
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kFloat), ncclFloat32);
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kDouble), ncclFloat64);
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kBFloat16), ncclBfloat16);
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kHalf), ncclFloat16);
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kInt), ncclInt32);
+  EXPECT_EQ(atl::comm::nccl_datatype(at::kLong), ncclInt64);
+  EXPECT_THROW(atl::comm::nccl_datatype(at::kBool), std::invalid_argument);
+  EXPECT_EQ(atl::comm::nccl_reduce_op(ReduceOp::kAvg), ncclAvg);
+  EXPECT_EQ(atl::comm::nccl_reduce_op(ReduceOp::kMax), ncclMax);
+}
+
+TEST(NcclCommunicator, WithoutAGpuEveryRankGetsAClearError) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) GTEST_SKIP() << "a GPU is present";
+  auto comm = world();
+  try {
+    atl::comm::NcclCommunicator nccl(*comm, 0, "world");
+    FAIL() << "expected an error without a GPU";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("run on a GPU machine"), std::string::npos) << e.what();
+  }
+}
+#endif
