@@ -1,0 +1,101 @@
+// Experiment configuration (DESIGN §9): one YAML file with typed sections, `--set section.key=value`
+// overrides, and validation that reports every problem, one line each, naming the field, the value
+// and the fix.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace atl::runtime {
+
+struct RunConfig {
+  std::string dir = "runs/default";
+  int64_t seed = 1234;
+  int threads = 0;  // 0: cores of the node / ranks on the node
+};
+
+struct ModelConfig {
+  int vocab = 256;
+  int dim = 256;
+  int layers = 4;
+  int heads = 8;
+  int kv_heads = 8;
+  int ffn = 688;
+  int seq = 256;
+  bool tie_embeddings = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+};
+
+struct ParallelConfig {
+  int islands = 1;
+  int pp = 1;
+  int dp = 1;
+  int tp = 1;
+  int zero = 0;
+  int microbatches = 1;
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;
+  double bucket_mb = 25.0;
+};
+
+struct TrainConfig {
+  int steps = 200;
+  int global_batch = 16;
+  int log_every = 10;
+  int eval_every = 50;  // 0: never
+  int eval_sequences = 32;
+};
+
+struct OptimConfig {
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int warmup = 20;
+  double beta1 = 0.9;  // YAML: betas: [beta1, beta2]
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0: off
+  std::string schedule = "cosine";  // cosine | constant | wsd
+};
+
+struct DataConfig {
+  std::string train = "data/brown/train.bin";
+  std::string val = "data/brown/val.bin";
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  OptimConfig optim;
+  DataConfig data;
+};
+
+// Every problem found, one line each ("config: ..."); what() joins them with newlines.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::vector<std::string>& problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Parses YAML text, applies overrides ("section.key=value", value parsed as YAML), fills defaults,
+// checks types and ranges. Throws ConfigError listing every problem.
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {});
+// Reads the file, then parse_config.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Checks across fields that need the launched rank count; returns the problems (empty: fine).
+std::vector<std::string> validate_layout(const Config& config, int world_size);
+// A boxed table of every resolved field, for the start-up banner.
+std::string config_table(const Config& config);
+// Every field as YAML; parse_config of it gives an equal Config.
+std::string config_to_yaml(const Config& config);
+
+}  // namespace atl::runtime

@@ -1,0 +1,37 @@
+// The global order of training sequences (DESIGN §8). It depends only on (seed, epoch) and the
+// number of sequences -- never on the number of ranks -- so changing the data-parallel size keeps
+// the data stream, and the cursor (a global position) is layout-free for checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace atl::runtime {
+
+class SampleOrder {
+ public:
+  SampleOrder(int64_t num_samples, uint64_t seed);
+
+  int64_t num_samples() const { return num_samples_; }
+  // The sequence index at position `global_position` of the endless stream: epoch e =
+  // position / num_samples walks a permutation seeded by (seed, e). Cached per epoch.
+  int64_t sample_at(int64_t global_position);
+
+ private:
+  int64_t num_samples_;
+  uint64_t seed_;
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> permutation_;
+};
+
+// Positions [first, first + count) of the global stream that data-parallel rank `dp_rank` of
+// `dp_size` consumes in microbatch `micro` of `microbatches` at optimizer step `step`: the step
+// owns positions [step * global_batch, (step + 1) * global_batch); each dp rank takes a contiguous
+// slice of global_batch / dp_size, each microbatch a contiguous sub-slice of that.
+struct BatchSlice {
+  int64_t first;
+  int64_t count;
+};
+BatchSlice batch_slice(int64_t step, int global_batch, int dp_rank, int dp_size, int micro, int microbatches);
+
+}  // namespace atl::runtime

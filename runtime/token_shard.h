@@ -1,0 +1,46 @@
+// Token shards in llm.c's format (DESIGN §8), memory-mapped read-only.
+//
+// Header: 256 int32 -- [0] magic, [1] version, [2] token count. magic 20240520 with version 1
+// holds uint16 tokens; magic 20240801 with version 7 holds uint32 tokens. Tokens follow the
+// 1024-byte header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace atl::runtime {
+
+class TokenShard {
+ public:
+  // Opens and validates; throws std::runtime_error with one line naming the file, the problem and
+  // the fix (missing file, short header, unknown magic or version, no tokens, truncated body).
+  explicit TokenShard(const std::string& path);
+  ~TokenShard();
+  TokenShard(const TokenShard&) = delete;
+  TokenShard& operator=(const TokenShard&) = delete;
+
+  int64_t size() const { return tokens_; }
+  int bytes_per_token() const { return bytes_per_token_; }
+  const std::string& path() const { return path_; }
+
+  uint32_t token(int64_t i) const;
+  // Copies tokens [begin, begin + count) as int64 (what embedding lookups take).
+  void read(int64_t begin, int64_t count, int64_t* out) const;
+  // The largest token id in the shard (one pass; checked against model.vocab at start-up).
+  uint32_t max_token() const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const unsigned char* body_ = nullptr;
+  int64_t tokens_ = 0;
+  int bytes_per_token_ = 2;
+};
+
+// Writes a shard: uint16 when every token fits (unless force_uint32), uint32 otherwise. Written to
+// a temporary file and renamed, so a crash never leaves a half-written shard under `path`.
+void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32 = false);
+
+}  // namespace atl::runtime
