@@ -1,5 +1,7 @@
 #include "runtime/llama.h"
 
+#include "runtime/attention.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -100,9 +102,7 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  scores = scores + causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq);
-  at::Tensor out = at::matmul(at::softmax(scores, -1), v);
+  at::Tensor out = causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
   out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
   return at::linear(out, layer.wo);
 }

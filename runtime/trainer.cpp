@@ -19,6 +19,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/flat_parameters.h"
 #include "runtime/batches.h"
+#include "runtime/host_memory.h"
 #include "runtime/llama.h"
 #include "runtime/peak_flops.h"
 
@@ -139,6 +140,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   }
 
   // Phase 3: collective set-up.
+  keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads : default_threads_per_rank(world));
   s.mesh = std::make_unique<comm::DeviceMesh>(
       world, comm::MeshShape{config.parallel.islands, config.parallel.pp, config.parallel.dp, config.parallel.tp});
