@@ -26,11 +26,16 @@ std::string quoted(const YAML::Node& node) {
   return out.str();
 }
 
+// The shortest decimal that reads back as the same double (3e-4, not 0.00029999999999999997).
 std::string format_double(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  std::string s = out.str();
+  std::string s;
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::ostringstream out;
+    out.precision(precision);
+    out << v;
+    s = out.str();
+    if (std::stod(s) == v) break;
+  }
   // Keep YAML typing: a whole number like 25 must stay a float when read back.
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;

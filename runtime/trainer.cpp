@@ -124,7 +124,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                                     static_cast<uint64_t>(config.run.seed));
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
                                                   static_cast<uint64_t>(config.run.seed));
-    if (s.val_data->num_sequences() < config.train.eval_sequences)
+    if (config.train.eval_every > 0 && s.val_data->num_sequences() < config.train.eval_sequences)
       throw std::invalid_argument("train.eval_sequences = " + std::to_string(config.train.eval_sequences) + " but " +
                                   config.data.val + " holds only " + std::to_string(s.val_data->num_sequences()) +
                                   " sequences of model.seq + 1 tokens; lower train.eval_sequences");
