@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `atoll` command under mpirun: a small 2-rank run succeeds and writes its
+# metrics; each bad input stops every rank with its one-line message and a non-zero exit (no hang,
+# no repeated message).
+# Usage: bad_input.sh ATOLL_BIN
+set -uo pipefail
+atoll=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+passed=0
+failed=0
+
+check() {  # check NAME CONDITION_DESCRIPTION, reading $? of the previous test
+  if [[ $1 == ok ]]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi
+}
+
+# expect_error NAME REGEX NP ARGS...: non-zero exit, REGEX printed exactly once.
+expect_error() {
+  local name=$1 regex=$2 np=$3
+  shift 3
+  timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" >"$work/$name.log" 2>&1
+  local status=$?
+  local count
+  count=$(grep -cE "$regex" "$work/$name.log")
+  if [[ $status -ne 0 && $status -ne 124 && $count -eq 1 ]]; then
+    check ok "$name"
+  else
+    check fail "$name (exit $status, message seen $count times)"
+    sed 's/^/    /' "$work/$name.log" | head -20
+  fi
+}
+
+# Data: a small text, byte-tokenized.
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."; done >"$work/text.txt"
+"$atoll" data prepare --out "$work/data" --val-fraction 0.1 "$work/text.txt" >/dev/null
+cat >"$work/tiny.yaml" <<YAML
+run:      { dir: $work/run, seed: 3, threads: 1 }
+model:    { vocab: 256, dim: 32, layers: 1, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
+parallel: { dp: 2 }
+train:    { steps: 6, global_batch: 4, log_every: 2, eval_every: 3, eval_sequences: 4 }
+optim:    { lr: 1.0e-3, min_lr: 1.0e-4, warmup: 1 }
+data:     { train: $work/data/train.bin, val: $work/data/val.bin }
+YAML
+
+# A good run through `atoll launch`: progress lines, validation, metrics.jsonl.
+timeout 120 "$atoll" launch "$work/tiny.yaml" >"$work/good.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"val_loss"' "$work/run/metrics.jsonl") -eq 2 && $(grep -c '"tokens_per_s"' "$work/run/metrics.jsonl") -eq 6 \
+      && -s "$work/run/config.yaml" && $(grep -c '^step ' "$work/good.log") -eq 5 ]]; then
+  check ok "launch: 2-rank run writes 6 step records, 2 validations, config.yaml"
+else
+  check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
+fi
+
+expect_error unknown_key "unknown key 'model.dimm' \(did you mean 'model.dim'\?\)" 2 train "$work/tiny.yaml" --set model.dimm=3
+expect_error bad_type "model.dim = 'abc' is not an integer" 2 train "$work/tiny.yaml" --set model.dim=abc
+expect_error rank_mismatch "islands\*pp\*dp\*tp = 2 but 3 ranks were launched" 3 train "$work/tiny.yaml"
+expect_error batch_split "train.global_batch = 5 is not divisible by parallel.dp\*parallel.microbatches = 2" 2 train "$work/tiny.yaml" --set train.global_batch=5
+expect_error missing_data "does not exist; run .atoll data prepare." 2 train "$work/tiny.yaml" --set data.train=$work/none.bin
+head -c 1500 "$work/data/train.bin" >"$work/truncated.bin"
+expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --set data.train=$work/truncated.bin
+printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"
+expect_error wrong_magic "expected 20240520 \(uint16\) or 20240801 \(uint32\)" 2 train "$work/tiny.yaml" --set data.train=$work/garbage.bin
+expect_error vocab "contains token id 122 but model.vocab = 100; set model.vocab to at least 123" 2 train "$work/tiny.yaml" --set model.vocab=100 2>/dev/null
+expect_error unsupported "parallel.tp = 2 is not supported by this build" 4 train "$work/tiny.yaml" --set parallel.tp=2
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
