@@ -48,6 +48,8 @@ class MpiWork final : public Work {
   bool done_ = false;
 };
 
+constexpr size_t kBlockingAllReduceBytes = 64 * 1024;
+
 int checked_count(int64_t numel, const char* op) {
   if (numel > INT_MAX)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(numel) +
@@ -86,6 +88,15 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   counters_.add(OpKind::kAllReduce, ring_bytes(tensor, size_, 2));
   auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{tensor}, average_finisher(tensor, op, size_));
   if (size_ == 1 || tensor.numel() == 0) return work;
+  if (tensor.nbytes() <= kBlockingAllReduceBytes) {
+    // Latency-bound sizes: the blocking collective is faster and there is little to overlap. Every
+    // rank makes the same choice for the same size, so blocking and non-blocking calls still match.
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
+                            runtime_.datatype(tensor.scalar_type()), runtime_.reduce_op(tensor.scalar_type(), op),
+                            comm_));
+    work->wait();
+    return work;
+  }
   work->requests.resize(1);
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), checked_count(tensor.numel(), "all_reduce"),
                            runtime_.datatype(tensor.scalar_type()), runtime_.reduce_op(tensor.scalar_type(), op),
