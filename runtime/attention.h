@@ -3,7 +3,7 @@
 // Why not compose it from matmul/softmax: autograd then keeps more [batch*heads, seq, seq]
 // temporaries alive and runs more passes over them (scale, mask, softmax backward) than needed.
 // Here every product is a contiguous batched GEMM over [batch*heads, seq, *] and the softmax
-// backward is one reduction and three in-place passes over the saved probabilities.
+// backward is two in-place passes over the saved probabilities.
 #pragma once
 
 #include <ATen/core/Tensor.h>
