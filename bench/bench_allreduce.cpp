@@ -38,9 +38,10 @@ int main(int argc, char** argv) {
   const int p = world->size();
   const bool root = world->rank() == 0;
   if (root)
-    std::printf("all-reduce fp32 sum, %d ranks (busbw = 2(p-1)/p * bytes / time, median of interleaved runs)\n"
-                "%10s %12s %12s %12s %12s %8s\n",
-                p, "bytes", "atoll us", "atoll GB/s", "mpi us", "mpi GB/s", "ratio");
+    std::printf(
+        "all-reduce fp32 sum, %d ranks (busbw = 2(p-1)/p * bytes / time, median of interleaved runs)\n"
+        "%10s %12s %12s %12s %12s %8s\n",
+        p, "bytes", "atoll us", "atoll GB/s", "mpi us", "mpi GB/s", "ratio");
   double min_ratio = 1e9, sum_ratio = 0.0;
   int large_sizes = 0;
   for (int64_t bytes = 1024; bytes <= (int64_t{64} << 20); bytes *= 4) {
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
                   factor / t_ours, t_raw * 1e6, factor / t_raw, ratio);
   }
   if (root)
-    std::printf("all-reduce >= 1 MiB: atoll/raw bandwidth ratio min %.3f mean %.3f (target >= 0.95)\n", min_ratio,
-                sum_ratio / large_sizes);
+    std::printf("all-reduce >= 1 MiB: atoll/raw bandwidth ratio min %.3f mean %.3f (target >= 0.95)\n",
+                min_ratio, sum_ratio / large_sizes);
   return 0;
 }

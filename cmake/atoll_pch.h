@@ -1,7 +1,7 @@
 // Precompiled header: the heavy, stable headers every Atoll translation unit needs.
 #pragma once
-#include <torch/torch.h>
 #include <mpi.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdint>

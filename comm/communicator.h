@@ -63,7 +63,8 @@ const char* op_name(OpKind op);
 // and all-gather (p-1)/p * n (n = the full tensor), broadcast (p-1)/p * n, send n, recv 0.
 // Wire bytes of one rank for a ring algorithm that moves the n-byte tensor `passes` times.
 inline uint64_t ring_wire_bytes(uint64_t nbytes, int size, int passes) {
-  return nbytes * static_cast<uint64_t>(passes) * static_cast<uint64_t>(size - 1) / static_cast<uint64_t>(size);
+  return nbytes * static_cast<uint64_t>(passes) * static_cast<uint64_t>(size - 1) /
+         static_cast<uint64_t>(size);
 }
 
 class ByteCounters {

@@ -25,12 +25,13 @@ std::unique_ptr<MpiCommunicator> split_group(const MpiCommunicator& world, const
 
 }  // namespace
 
-DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape) : shape_(shape), rank_(world.rank()) {
+DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape)
+    : shape_(shape), rank_(world.rank()) {
   if (shape.islands < 1 || shape.pp < 1 || shape.dp < 1 || shape.tp < 1)
     throw std::invalid_argument("parallel: every mesh dimension must be >= 1, got " + shape.to_string());
   if (shape.world_size() != world.size())
-    throw std::invalid_argument("parallel: islands*pp*dp*tp = " + std::to_string(shape.world_size()) + " but " +
-                                std::to_string(world.size()) +
+    throw std::invalid_argument("parallel: islands*pp*dp*tp = " + std::to_string(shape.world_size()) +
+                                " but " + std::to_string(world.size()) +
                                 " ranks were launched; launch that many ranks or change the layout");
   coord_ = coord_of(shape, rank_);
   tp_ = split_group(world, shape, GroupKind::kTp);
@@ -45,13 +46,19 @@ DeviceMesh::~DeviceMesh() = default;
 
 Communicator& DeviceMesh::group(GroupKind kind) const {
   switch (kind) {
-    case GroupKind::kTp: return *tp_;
-    case GroupKind::kDp: return *dp_;
-    case GroupKind::kPp: return *pp_;
-    case GroupKind::kIsland: return *island_;
-    case GroupKind::kModel: return *model_;
+    case GroupKind::kTp:
+      return *tp_;
+    case GroupKind::kDp:
+      return *dp_;
+    case GroupKind::kPp:
+      return *pp_;
+    case GroupKind::kIsland:
+      return *island_;
+    case GroupKind::kModel:
+      return *model_;
     case GroupKind::kEmbedding:
-      if (!embedding_) throw std::logic_error("rank " + std::to_string(rank_) + " is not in an embedding group");
+      if (!embedding_)
+        throw std::logic_error("rank " + std::to_string(rank_) + " is not in an embedding group");
       return *embedding_;
   }
   throw std::logic_error("unknown group kind");
@@ -68,8 +75,8 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {
   char line[160];
   for (int r = 0; r < world.size(); ++r) {
     const MeshCoord c = coord_of(shape_, r);
-    std::snprintf(line, sizeof line, "%4d  %-20.20s  %6d  %2d  %2d  %2d\n", r, &hosts[static_cast<size_t>(r) * kHostLen],
-                  c.island, c.pp, c.dp, c.tp);
+    std::snprintf(line, sizeof line, "%4d  %-20.20s  %6d  %2d  %2d  %2d\n", r,
+                  &hosts[static_cast<size_t>(r) * kHostLen], c.island, c.pp, c.dp, c.tp);
     table += line;
   }
   return table;

@@ -11,12 +11,18 @@ std::string MeshShape::to_string() const {
 
 const char* group_name(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTp: return "tp";
-    case GroupKind::kDp: return "dp";
-    case GroupKind::kPp: return "pp";
-    case GroupKind::kIsland: return "island";
-    case GroupKind::kModel: return "model";
-    case GroupKind::kEmbedding: return "embedding";
+    case GroupKind::kTp:
+      return "tp";
+    case GroupKind::kDp:
+      return "dp";
+    case GroupKind::kPp:
+      return "pp";
+    case GroupKind::kIsland:
+      return "island";
+    case GroupKind::kModel:
+      return "model";
+    case GroupKind::kEmbedding:
+      return "embedding";
   }
   return "unknown";
 }

@@ -68,7 +68,9 @@ std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, in
   };
 }
 
-uint64_t ring_bytes(const at::Tensor& t, int size, int passes) { return ring_wire_bytes(t.nbytes(), size, passes); }
+uint64_t ring_bytes(const at::Tensor& t, int size, int passes) {
+  return ring_wire_bytes(t.nbytes(), size, passes);
+}
 
 }  // namespace
 
@@ -92,15 +94,15 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
     // Latency-bound sizes: the blocking collective is faster and there is little to overlap. Every
     // rank makes the same choice for the same size, so blocking and non-blocking calls still match.
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
-                            runtime_.datatype(tensor.scalar_type()), runtime_.reduce_op(tensor.scalar_type(), op),
-                            comm_));
+                            runtime_.datatype(tensor.scalar_type()),
+                            runtime_.reduce_op(tensor.scalar_type(), op), comm_));
     work->wait();
     return work;
   }
   work->requests.resize(1);
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), checked_count(tensor.numel(), "all_reduce"),
-                           runtime_.datatype(tensor.scalar_type()), runtime_.reduce_op(tensor.scalar_type(), op),
-                           comm_, work->requests.data()));
+                           runtime_.datatype(tensor.scalar_type()),
+                           runtime_.reduce_op(tensor.scalar_type(), op), comm_, work->requests.data()));
   return work;
 }
 
@@ -109,9 +111,10 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tenso
   check_contiguous(output, "reduce_scatter");
   const ShardRange mine = shard_range(input.numel(), size_, rank_);
   if (output.numel() != mine.numel || output.scalar_type() != input.scalar_type())
-    throw std::invalid_argument("reduce_scatter: output must hold " + std::to_string(mine.numel) + " elements of " +
-                                at::toString(input.scalar_type()) + " (this rank's shard of " +
-                                std::to_string(input.numel()) + "), got " + std::to_string(output.numel()));
+    throw std::invalid_argument("reduce_scatter: output must hold " + std::to_string(mine.numel) +
+                                " elements of " + at::toString(input.scalar_type()) +
+                                " (this rank's shard of " + std::to_string(input.numel()) + "), got " +
+                                std::to_string(output.numel()));
   counters_.add(OpKind::kReduceScatter, ring_bytes(input, size_, 1));
   auto work =
       std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output}, average_finisher(output, op, size_));
@@ -121,11 +124,12 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tenso
   }
   if (input.numel() == 0) return work;
   checked_count(input.numel(), "reduce_scatter");
-  for (int r = 0; r < size_; ++r) work->counts.push_back(static_cast<int>(shard_range(input.numel(), size_, r).numel));
+  for (int r = 0; r < size_; ++r)
+    work->counts.push_back(static_cast<int>(shard_range(input.numel(), size_, r).numel));
   work->requests.resize(1);
   MPI_CHECK(MPI_Ireduce_scatter(input.data_ptr(), output.data_ptr(), work->counts.data(),
-                                runtime_.datatype(input.scalar_type()), runtime_.reduce_op(input.scalar_type(), op),
-                                comm_, work->requests.data()));
+                                runtime_.datatype(input.scalar_type()),
+                                runtime_.reduce_op(input.scalar_type(), op), comm_, work->requests.data()));
   return work;
 }
 
@@ -134,9 +138,10 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& o
   check_contiguous(output, "all_gather");
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
   if (input.numel() != mine.numel || output.scalar_type() != input.scalar_type())
-    throw std::invalid_argument("all_gather: input must hold " + std::to_string(mine.numel) + " elements of " +
-                                at::toString(output.scalar_type()) + " (this rank's shard of " +
-                                std::to_string(output.numel()) + "), got " + std::to_string(input.numel()));
+    throw std::invalid_argument("all_gather: input must hold " + std::to_string(mine.numel) +
+                                " elements of " + at::toString(output.scalar_type()) +
+                                " (this rank's shard of " + std::to_string(output.numel()) + "), got " +
+                                std::to_string(input.numel()));
   counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
   auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output});
   if (size_ == 1) {

@@ -3,8 +3,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -35,7 +35,8 @@ void max_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int initialized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
-  if (initialized) throw std::logic_error("MpiRuntime: MPI is already initialised; create one MpiRuntime per process");
+  if (initialized)
+    throw std::logic_error("MpiRuntime: MPI is already initialised; create one MpiRuntime per process");
   // Open MPI's non-blocking all-reduce (libnbc) picks recursive doubling by default, which runs at
   // 0.5-0.65x the blocking collective's bandwidth for 1-64 MiB on shared memory; its ring
   // algorithm matches it (bench/bench_allreduce). A user's own setting wins.
@@ -68,16 +69,25 @@ std::unique_ptr<MpiCommunicator> MpiRuntime::world() const {
 
 MPI_Datatype MpiRuntime::datatype(at::ScalarType type) const {
   switch (type) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kInt: return MPI_INT32_T;
-    case at::kLong: return MPI_INT64_T;
-    case at::kByte: return MPI_UINT8_T;
-    case at::kChar: return MPI_INT8_T;
-    case at::kBool: return MPI_C_BOOL;
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kByte:
+      return MPI_UINT8_T;
+    case at::kChar:
+      return MPI_INT8_T;
+    case at::kBool:
+      return MPI_C_BOOL;
     case at::kHalf:
-    case at::kBFloat16: return half_type_;
-    default: throw std::invalid_argument(std::string("MPI backend: unsupported dtype ") + at::toString(type));
+    case at::kBFloat16:
+      return half_type_;
+    default:
+      throw std::invalid_argument(std::string("MPI backend: unsupported dtype ") + at::toString(type));
   }
 }
 

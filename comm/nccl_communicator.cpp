@@ -44,23 +44,35 @@ void check_cuda_tensor(const at::Tensor& t, const char* op) {
 
 ncclDataType_t nccl_datatype(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kInt: return ncclInt32;
-    case at::kLong: return ncclInt64;
-    case at::kByte: return ncclUint8;
-    case at::kChar: return ncclInt8;
-    default: throw std::invalid_argument(std::string("NCCL backend: unsupported dtype ") + at::toString(type));
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    case at::kByte:
+      return ncclUint8;
+    case at::kChar:
+      return ncclInt8;
+    default:
+      throw std::invalid_argument(std::string("NCCL backend: unsupported dtype ") + at::toString(type));
   }
 }
 
 ncclRedOp_t nccl_reduce_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
   }
   throw std::invalid_argument("NCCL backend: unknown reduce op");
 }
@@ -111,8 +123,8 @@ WorkPtr NcclCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   check_cuda_tensor(tensor, "all_reduce");
   counters_.add(OpKind::kAllReduce, ring_wire_bytes(tensor.nbytes(), size_, 2));
   return run({tensor}, [&] {
-    NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_datatype(tensor.scalar_type()),
-                             nccl_reduce_op(op), comm_, stream_));
+    NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                             nccl_datatype(tensor.scalar_type()), nccl_reduce_op(op), comm_, stream_));
   });
 }
 
@@ -126,16 +138,16 @@ WorkPtr NcclCommunicator::reduce_scatter(const at::Tensor& input, const at::Tens
   const size_t element = input.element_size();
   return run({input, output}, [&] {
     if (input.numel() % size_ == 0) {
-      NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), type, nccl_reduce_op(op), comm_,
-                                   stream_));
+      NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), type,
+                                   nccl_reduce_op(op), comm_, stream_));
       return;
     }
     // Uneven shards: one reduce per owner, fused into a single NCCL group.
     for (int r = 0; r < size_; ++r) {
       const ShardRange range = shard_range(input.numel(), size_, r);
       const char* send = static_cast<const char*>(input.data_ptr()) + range.offset * element;
-      NCCL_CHECK(ncclReduce(send, r == rank_ ? output.data_ptr() : nullptr, range.numel, type, nccl_reduce_op(op), r,
-                            comm_, stream_));
+      NCCL_CHECK(ncclReduce(send, r == rank_ ? output.data_ptr() : nullptr, range.numel, type,
+                            nccl_reduce_op(op), r, comm_, stream_));
     }
   });
 }
@@ -156,7 +168,8 @@ WorkPtr NcclCommunicator::all_gather(const at::Tensor& input, const at::Tensor& 
     for (int r = 0; r < size_; ++r) {  // uneven shards: one broadcast per owner
       const ShardRange range = shard_range(output.numel(), size_, r);
       char* recv = static_cast<char*>(output.data_ptr()) + range.offset * element;
-      NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data_ptr() : nullptr, recv, range.numel, type, r, comm_, stream_));
+      NCCL_CHECK(
+          ncclBroadcast(r == rank_ ? input.data_ptr() : nullptr, recv, range.numel, type, r, comm_, stream_));
     }
   });
 }
@@ -165,8 +178,8 @@ WorkPtr NcclCommunicator::broadcast(const at::Tensor& tensor, int root) {
   check_cuda_tensor(tensor, "broadcast");
   counters_.add(OpKind::kBroadcast, ring_wire_bytes(tensor.nbytes(), size_, 1));
   return run({tensor}, [&] {
-    NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_datatype(tensor.scalar_type()),
-                             root, comm_, stream_));
+    NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                             nccl_datatype(tensor.scalar_type()), root, comm_, stream_));
   });
 }
 

@@ -13,11 +13,13 @@ constexpr const char* kDataUsage = "atoll data prepare --out DIR [--val-fraction
 
 int data_command(const Args& args) {
   if (wants_help(args) || args.empty()) {
-    std::cout << "usage: " << kDataUsage << "\n\nByte-tokenizes the text files (vocab 256) and writes DIR/train.bin "
+    std::cout << "usage: " << kDataUsage
+              << "\n\nByte-tokenizes the text files (vocab 256) and writes DIR/train.bin "
               << "and DIR/val.bin (llm.c shards); the last F of the bytes (default 0.05) go to val.bin.\n";
     return args.empty() ? 2 : 0;
   }
-  if (args[0] != "prepare") throw std::invalid_argument("unknown data command '" + args[0] + "'; usage: " + kDataUsage);
+  if (args[0] != "prepare")
+    throw std::invalid_argument("unknown data command '" + args[0] + "'; usage: " + kDataUsage);
   runtime::PrepareOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -34,10 +36,11 @@ int data_command(const Args& args) {
     else
       options.inputs.push_back(a);
   }
-  if (options.out_dir.empty()) throw std::invalid_argument("missing --out DIR; usage: " + std::string(kDataUsage));
+  if (options.out_dir.empty())
+    throw std::invalid_argument("missing --out DIR; usage: " + std::string(kDataUsage));
   const runtime::PrepareResult result = runtime::prepare_byte_shards(options);
-  std::cout << "wrote " << result.train_path << " (" << result.train_tokens << " tokens) and " << result.val_path
-            << " (" << result.val_tokens << " tokens)\n";
+  std::cout << "wrote " << result.train_path << " (" << result.train_tokens << " tokens) and "
+            << result.val_path << " (" << result.val_tokens << " tokens)\n";
   return 0;
 }
 

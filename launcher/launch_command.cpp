@@ -23,9 +23,10 @@ std::string self_executable() {
 
 int launch_command(const Args& args) {
   if (wants_help(args)) {
-    std::cout << "usage: " << kLaunchUsage << "\n\nStarts mpirun with islands*pp*dp*tp ranks (or --np N), adding "
-              << "--allow-run-as-root when run as root and --oversubscribe when there are more ranks than cores.\n"
-              << "Arguments after -- go to mpirun unchanged.\n";
+    std::cout
+        << "usage: " << kLaunchUsage << "\n\nStarts mpirun with islands*pp*dp*tp ranks (or --np N), adding "
+        << "--allow-run-as-root when run as root and --oversubscribe when there are more ranks than cores.\n"
+        << "Arguments after -- go to mpirun unchanged.\n";
     return 0;
   }
   ConfigArgs parsed = parse_config_args(args, kLaunchUsage);

@@ -16,7 +16,8 @@ constexpr const char* kTrainUsage = "atoll train CONFIG [--set key=value]...";
 int train_command(int argc, char** argv) {
   const Args args(argv + 1, argv + argc);
   if (wants_help(args)) {
-    std::cout << "usage: " << kTrainUsage << "\n\nRuns one rank of a training job; start it under mpirun/srun "
+    std::cout << "usage: " << kTrainUsage
+              << "\n\nRuns one rank of a training job; start it under mpirun/srun "
               << "(or use `atoll launch`).\nEvery rank must get the same CONFIG and overrides.\n";
     return 0;
   }
@@ -25,7 +26,8 @@ int train_command(int argc, char** argv) {
   const bool is_rank0 = world->rank() == 0;
   try {
     const ConfigArgs parsed = parse_config_args(args, kTrainUsage);
-    if (!parsed.rest.empty()) throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
+    if (!parsed.rest.empty())
+      throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
     const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
     runtime::Trainer trainer(config, *world, &std::cout);
     trainer.run();
@@ -36,8 +38,8 @@ int train_command(int argc, char** argv) {
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "") << ": "
-              << e.what() << "\n";
+    std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "")
+              << ": " << e.what() << "\n";
     return 1;
   }
   return 0;

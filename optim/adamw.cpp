@@ -6,7 +6,8 @@
 
 namespace atl::optim {
 
-FlatAdamW::FlatAdamW(at::Tensor values, at::Tensor grads, std::vector<DecaySegment> decay, AdamWOptions options)
+FlatAdamW::FlatAdamW(at::Tensor values, at::Tensor grads, std::vector<DecaySegment> decay,
+                     AdamWOptions options)
     : values_(std::move(values)),
       grads_(std::move(grads)),
       exp_avg_(at::zeros_like(values_)),
@@ -19,7 +20,8 @@ void FlatAdamW::step(double lr) {
   at::NoGradGuard no_grad;
   ++step_;
   if (options_.weight_decay != 0.0) {
-    for (const DecaySegment& s : decay_) values_.narrow(0, s.offset, s.numel).mul_(1.0 - lr * options_.weight_decay);
+    for (const DecaySegment& s : decay_)
+      values_.narrow(0, s.offset, s.numel).mul_(1.0 - lr * options_.weight_decay);
   }
   exp_avg_.mul_(options_.beta1).add_(grads_, 1.0 - options_.beta1);
   exp_avg_sq_.mul_(options_.beta2).addcmul_(grads_, grads_, 1.0 - options_.beta2);

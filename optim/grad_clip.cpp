@@ -7,7 +7,9 @@
 namespace atl::optim {
 namespace {
 
-double sum_of_squares(const at::Tensor& t) { return t.to(at::kDouble).pow(2).sum().item<double>(); }
+double sum_of_squares(const at::Tensor& t) {
+  return t.to(at::kDouble).pow(2).sum().item<double>();
+}
 
 }  // namespace
 

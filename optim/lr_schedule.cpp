@@ -10,7 +10,8 @@ double LrSchedule::at(int64_t step) const {
   if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
   if (kind == "constant") return lr;
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - 1 - warmup);
-  const double progress = std::clamp(static_cast<double>(step - warmup) / static_cast<double>(decay_steps), 0.0, 1.0);
+  const double progress =
+      std::clamp(static_cast<double>(step - warmup) / static_cast<double>(decay_steps), 0.0, 1.0);
   if (kind == "cosine") return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress));
   if (kind == "wsd") {
     constexpr double kDecayFraction = 0.2;

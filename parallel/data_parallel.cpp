@@ -68,14 +68,16 @@ void DataParallelReducer::on_gradient_ready(size_t bucket_index) {
   --buckets_[bucket_index].pending;
   // Launch strictly in bucket order: collectives must be issued in the same order on every rank,
   // whatever order the hooks happen to fire in.
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0)
+    launch(buckets_[next_launch_++]);
   // MPI progresses non-blocking collectives only inside MPI calls: poll the ones in flight.
   for (Bucket& b : buckets_)
     if (b.work) b.work->test();
 }
 
 void DataParallelReducer::launch(Bucket& bucket) {
-  bucket.work = group_.all_reduce(params_.grads().narrow(0, bucket.offset, bucket.numel), comm::ReduceOp::kAvg);
+  bucket.work =
+      group_.all_reduce(params_.grads().narrow(0, bucket.offset, bucket.numel), comm::ReduceOp::kAvg);
 }
 
 void DataParallelReducer::finish() {

@@ -47,7 +47,7 @@ class DataParallelReducer {
   comm::Communicator& group_;
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps each gradient accumulator (and its hook) alive
-  size_t next_launch_ = 0;  // buckets before it have been launched
+  size_t next_launch_ = 0;                           // buckets before it have been launched
   bool reduce_this_backward_ = false;
 };
 

@@ -18,9 +18,9 @@
 namespace atl::parallel {
 
 struct ParamInfo {
-  std::string name;            // canonical (Hugging Face) name
-  std::vector<int64_t> shape;  // shape of this rank's piece
-  bool weight_decay = true;    // false for norms
+  std::string name;                        // canonical (Hugging Face) name
+  std::vector<int64_t> shape;              // shape of this rank's piece
+  bool weight_decay = true;                // false for norms
   bool replicated_in_model_group = false;  // counted once in the global grad norm (e.g. TP-replicated norms)
 };
 

@@ -12,8 +12,8 @@ using torch::autograd::variable_list;
 
 class CausalAttention : public torch::autograd::Function<CausalAttention> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const at::Tensor& mask) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& mask) {
     const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), head_dim = q.size(3);
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     // The scale goes on q, a head_dim-wide tensor, rather than on the seq-wide scores.
@@ -51,7 +51,8 @@ class CausalAttention : public torch::autograd::Function<CausalAttention> {
 
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask) {
   return CausalAttention::apply(q, k, v, mask);
 }
 

@@ -12,6 +12,7 @@ namespace atl::runtime {
 
 // q, k, v: [batch, heads, seq, head_dim] (k and v already expanded to the query heads).
 // mask: [seq, seq] additive causal mask (0 / -inf). Returns [batch, heads, seq, head_dim].
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask);
 
 }  // namespace atl::runtime

@@ -11,8 +11,8 @@ int64_t sequences_in(const TokenShard& shard, int seq, const std::string& path) 
   const int64_t n = (shard.size() - 1) / seq;
   if (n < 1)
     throw std::runtime_error("data: " + path + " holds " + std::to_string(shard.size()) +
-                             " tokens, fewer than one sequence of model.seq + 1 = " + std::to_string(seq + 1) +
-                             "; use a larger shard or a smaller model.seq");
+                             " tokens, fewer than one sequence of model.seq + 1 = " +
+                             std::to_string(seq + 1) + "; use a larger shard or a smaller model.seq");
   return n;
 }
 
@@ -23,8 +23,9 @@ SequenceSource::SequenceSource(const std::string& path, int seq, int vocab, uint
   const uint32_t max_token = shard_.max_token();
   if (max_token >= static_cast<uint32_t>(vocab))
     throw std::runtime_error("data: " + path + " contains token id " + std::to_string(max_token) +
-                             " but model.vocab = " + std::to_string(vocab) + "; set model.vocab to at least " +
-                             std::to_string(max_token + 1) + " or re-tokenize the data");
+                             " but model.vocab = " + std::to_string(vocab) +
+                             "; set model.vocab to at least " + std::to_string(max_token + 1) +
+                             " or re-tokenize the data");
 }
 
 template <typename IndexOf>
@@ -42,8 +43,8 @@ TokenBatch SequenceSource::shuffled(int64_t first, int64_t count) {
 TokenBatch SequenceSource::in_order(int64_t first, int64_t count) const {
   if (first + count > order_.num_samples())
     throw std::out_of_range("data: " + shard_.path() + " holds " + std::to_string(order_.num_samples()) +
-                            " sequences, asked for [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                            ")");
+                            " sequences, asked for [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ")");
   return gather(count, [&](int64_t i) { return first + i; });
 }
 

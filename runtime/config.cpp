@@ -43,10 +43,14 @@ std::string format_double(double v) {
 
 template <typename T>
 std::string show_value(const T& v) {
-  if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-  else if constexpr (std::is_same_v<T, double>) return format_double(v);
-  else if constexpr (std::is_same_v<T, std::string>) return v;
-  else return std::to_string(v);
+  if constexpr (std::is_same_v<T, bool>)
+    return v ? "true" : "false";
+  else if constexpr (std::is_same_v<T, double>)
+    return format_double(v);
+  else if constexpr (std::is_same_v<T, std::string>)
+    return v;
+  else
+    return std::to_string(v);
 }
 
 const char* type_hint(const std::string& type) {
@@ -61,33 +65,35 @@ const char* type_hint(const std::string& type) {
 template <typename Section, typename T>
 Field make_field(const char* section, const char* key, Section Config::*section_member, T Section::*member,
                  double min = -std::numeric_limits<double>::infinity(),
-                 double max = std::numeric_limits<double>::infinity(), std::vector<std::string> choices = {}) {
+                 double max = std::numeric_limits<double>::infinity(),
+                 std::vector<std::string> choices = {}) {
   Field f;
   f.section = section;
   f.key = key;
   const std::string name = f.name();
   f.read = [=](Config& c, const YAML::Node& node, std::vector<std::string>& problems) {
-    const std::string type = std::is_same_v<T, bool>          ? "a boolean"
-                             : std::is_integral_v<T>          ? "an integer"
-                             : std::is_floating_point_v<T>    ? "a number"
-                                                              : "a string";
+    const std::string type = std::is_same_v<T, bool>       ? "a boolean"
+                             : std::is_integral_v<T>       ? "an integer"
+                             : std::is_floating_point_v<T> ? "a number"
+                                                           : "a string";
     T value;
     try {
       if (!node.IsScalar()) throw YAML::Exception(YAML::Mark(), "not a scalar");
       value = node.as<T>();
     } catch (const YAML::Exception&) {
-      problems.push_back("config: " + name + " = " + quoted(node) + " is not " + type + "; write " + name + ": " +
-                         type_hint(type));
+      problems.push_back("config: " + name + " = " + quoted(node) + " is not " + type + "; write " + name +
+                         ": " + type_hint(type));
       return;
     }
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const double v = static_cast<double>(value);
       if (v < min || v > max || std::isnan(v)) {
-        std::string range = max == std::numeric_limits<double>::infinity() ? ">= " + show_value(static_cast<T>(min))
-                                                                           : "in [" + show_value(static_cast<T>(min)) +
-                                                                                 ", " + show_value(static_cast<T>(max)) + "]";
-        problems.push_back("config: " + name + " = " + show_value(value) + " must be " + range + "; set " + name +
-                           " to a value " + range);
+        std::string range =
+            max == std::numeric_limits<double>::infinity()
+                ? ">= " + show_value(static_cast<T>(min))
+                : "in [" + show_value(static_cast<T>(min)) + ", " + show_value(static_cast<T>(max)) + "]";
+        problems.push_back("config: " + name + " = " + show_value(value) + " must be " + range + "; set " +
+                           name + " to a value " + range);
         return;
       }
     }
@@ -95,7 +101,8 @@ Field make_field(const char* section, const char* key, Section Config::*section_
       if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
         std::string list;
         for (const std::string& ch : choices) list += (list.empty() ? "" : ", ") + ch;
-        problems.push_back("config: " + name + " = '" + value + "' is not one of " + list + "; pick one of them");
+        problems.push_back("config: " + name + " = '" + value + "' is not one of " + list +
+                           "; pick one of them");
         return;
       }
     }
@@ -126,7 +133,9 @@ Field betas_field() {
                          " is not a list of two numbers; write optim.betas: [0.9, 0.95]");
     }
   };
-  f.show = [](const Config& c) { return "[" + show_value(c.optim.beta1) + ", " + show_value(c.optim.beta2) + "]"; };
+  f.show = [](const Config& c) {
+    return "[" + show_value(c.optim.beta1) + ", " + show_value(c.optim.beta2) + "]";
+  };
   return f;
 }
 
@@ -171,7 +180,8 @@ const std::vector<Field>& fields() {
         make_field("optim", "eps", &C::optim, &OptimConfig::eps, 1e-30),
         make_field("optim", "weight_decay", &C::optim, &OptimConfig::weight_decay, 0.0),
         make_field("optim", "grad_clip", &C::optim, &OptimConfig::grad_clip, 0.0),
-        make_field("optim", "schedule", &C::optim, &OptimConfig::schedule, -kInf, kInf, {"cosine", "constant", "wsd"}),
+        make_field("optim", "schedule", &C::optim, &OptimConfig::schedule, -kInf, kInf,
+                   {"cosine", "constant", "wsd"}),
         make_field("data", "train", &C::data, &DataConfig::train),
         make_field("data", "val", &C::data, &DataConfig::val),
     };
@@ -328,14 +338,16 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
                        "; use a multiple of " + std::to_string(split));
   const ModelConfig& m = c.model;
   if (m.dim % m.heads != 0)
-    problems.push_back("config: model.dim = " + std::to_string(m.dim) + " is not divisible by model.heads = " +
-                       std::to_string(m.heads) + "; pick heads that divide dim");
+    problems.push_back("config: model.dim = " + std::to_string(m.dim) +
+                       " is not divisible by model.heads = " + std::to_string(m.heads) +
+                       "; pick heads that divide dim");
   else if ((m.dim / m.heads) % 2 != 0)
     problems.push_back("config: model.dim / model.heads = " + std::to_string(m.dim / m.heads) +
                        " is odd; RoPE needs an even head dimension, change dim or heads");
   if (m.heads % m.kv_heads != 0)
-    problems.push_back("config: model.heads = " + std::to_string(m.heads) + " is not divisible by model.kv_heads = " +
-                       std::to_string(m.kv_heads) + "; kv_heads must divide heads");
+    problems.push_back("config: model.heads = " + std::to_string(m.heads) +
+                       " is not divisible by model.kv_heads = " + std::to_string(m.kv_heads) +
+                       "; kv_heads must divide heads");
   return problems;
 }
 
@@ -344,7 +356,8 @@ std::string config_table(const Config& config) {
   for (const Field& f : fields()) width = std::max(width, f.name().size());
   size_t value_width = 0;
   for (const Field& f : fields()) value_width = std::max(value_width, f.show(config).size());
-  const std::string rule = "+" + std::string(width + 2, '-') + "+" + std::string(value_width + 2, '-') + "+\n";
+  const std::string rule =
+      "+" + std::string(width + 2, '-') + "+" + std::string(value_width + 2, '-') + "+\n";
   std::string table = rule;
   for (const Field& f : fields()) {
     const std::string name = f.name(), value = f.show(config);

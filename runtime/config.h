@@ -58,7 +58,7 @@ struct OptimConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  double grad_clip = 1.0;  // 0: off
+  double grad_clip = 1.0;           // 0: off
   std::string schedule = "cosine";  // cosine | constant | wsd
 };
 

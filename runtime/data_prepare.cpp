@@ -10,7 +10,8 @@
 namespace atl::runtime {
 
 PrepareResult prepare_byte_shards(const PrepareOptions& options) {
-  if (options.inputs.empty()) throw std::invalid_argument("data prepare: no input files; pass one or more text files");
+  if (options.inputs.empty())
+    throw std::invalid_argument("data prepare: no input files; pass one or more text files");
   if (!(options.val_fraction > 0.0 && options.val_fraction < 1.0))
     throw std::invalid_argument("data prepare: --val-fraction " + std::to_string(options.val_fraction) +
                                 " must be between 0 and 1 (exclusive), e.g. 0.05");
@@ -26,8 +27,9 @@ PrepareResult prepare_byte_shards(const PrepareOptions& options) {
   const int64_t total = static_cast<int64_t>(bytes.size());
   const int64_t val_tokens = static_cast<int64_t>(static_cast<double>(total) * options.val_fraction);
   if (val_tokens < 2 || total - val_tokens < 2)
-    throw std::invalid_argument("data prepare: the inputs hold " + std::to_string(total) +
-                                " bytes, too few to split into train and val; add text or change --val-fraction");
+    throw std::invalid_argument(
+        "data prepare: the inputs hold " + std::to_string(total) +
+        " bytes, too few to split into train and val; add text or change --val-fraction");
   std::filesystem::create_directories(options.out_dir);
   PrepareResult result;
   result.train_path = (std::filesystem::path(options.out_dir) / "train.bin").string();

@@ -9,7 +9,9 @@
 namespace atl::runtime {
 namespace {
 
-std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+std::string layer_prefix(int i) {
+  return "model.layers." + std::to_string(i) + ".";
+}
 
 // FNV-1a of the name mixed into the run seed with splitmix64: a stable, well-spread seed per
 // parameter that does not depend on how parameters are laid out or sharded.
@@ -61,12 +63,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   embed_ = params.value("model.embed_tokens.weight");
   for (int i = 0; i < config.layers; ++i) {
     const std::string p = layer_prefix(i);
-    layers_.push_back(Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
-                            params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight"),
-                            params.value(p + "self_attn.o_proj.weight"),
-                            params.value(p + "post_attention_layernorm.weight"),
-                            params.value(p + "mlp.gate_proj.weight"), params.value(p + "mlp.up_proj.weight"),
-                            params.value(p + "mlp.down_proj.weight")});
+    layers_.push_back(
+        Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
+              params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight"),
+              params.value(p + "self_attn.o_proj.weight"),
+              params.value(p + "post_attention_layernorm.weight"), params.value(p + "mlp.gate_proj.weight"),
+              params.value(p + "mlp.up_proj.weight"), params.value(p + "mlp.down_proj.weight")});
   }
   final_norm_ = params.value("model.norm.weight");
   lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
@@ -75,8 +77,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   // both halves of the head dimension.
   at::NoGradGuard no_grad;
   const auto f32 = at::TensorOptions().dtype(at::kFloat);
-  at::Tensor inv_freq =
-      at::pow(config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
+  at::Tensor inv_freq = at::pow(
+      config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
   at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
   angles = at::cat({angles, angles}, -1);
   rope_cos_ = angles.cos().to(f32);
@@ -142,10 +144,12 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
       e.value.fill_(1.0);
       continue;
     }
-    const bool output_projection = name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
+    const bool output_projection =
+        name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
     const bool vocab_rows = name == "model.embed_tokens.weight" || name == "lm_head.weight";
     std::vector<int64_t> full_shape = e.info.shape;
-    if (vocab_rows) full_shape[0] = config.vocab;  // padding rows are not drawn, so padding never shifts the stream
+    if (vocab_rows)
+      full_shape[0] = config.vocab;  // padding rows are not drawn, so padding never shifts the stream
     at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
     at::Tensor full = at::normal(0.0, output_projection ? scaled_std : config.init_std, full_shape, gen);
     e.value.zero_();

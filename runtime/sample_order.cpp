@@ -37,7 +37,8 @@ int64_t SampleOrder::sample_at(int64_t global_position) {
   return permutation_[static_cast<size_t>(global_position % num_samples_)];
 }
 
-BatchSlice batch_slice(int64_t step, int global_batch, int dp_rank, int dp_size, int micro, int microbatches) {
+BatchSlice batch_slice(int64_t step, int global_batch, int dp_rank, int dp_size, int micro,
+                       int microbatches) {
   const int64_t per_rank = global_batch / dp_size;
   const int64_t per_micro = per_rank / microbatches;
   return {step * global_batch + dp_rank * per_rank + micro * per_micro, per_micro};

@@ -28,7 +28,8 @@ constexpr int32_t kMagic32 = 20240801, kVersion32 = 7;
 TokenShard::TokenShard(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) {
-    if (errno == ENOENT) fail(path, "does not exist; run `atoll data prepare` or fix the data path in the config");
+    if (errno == ENOENT)
+      fail(path, "does not exist; run `atoll data prepare` or fix the data path in the config");
     fail(path, std::string("cannot be opened (") + std::strerror(errno) + "); check its permissions");
   }
   struct stat info {};
@@ -36,7 +37,8 @@ TokenShard::TokenShard(const std::string& path) : path_(path) {
   const int64_t file_bytes = info.st_size;
   if (file_bytes < kHeaderBytes) {
     ::close(fd);
-    fail(path, "holds " + std::to_string(file_bytes) + " bytes, less than the 1024-byte llm.c header; re-run `atoll data prepare`");
+    fail(path, "holds " + std::to_string(file_bytes) +
+                   " bytes, less than the 1024-byte llm.c header; re-run `atoll data prepare`");
   }
   map_ = mmap(nullptr, static_cast<size_t>(file_bytes), PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -60,7 +62,8 @@ TokenShard::TokenShard(const std::string& path) : path_(path) {
                    ", expected 20240520 (uint16) or 20240801 (uint32); is it an llm.c token shard?");
   }
   tokens_ = header[2];
-  if (tokens_ <= 0) fail(path, "holds no tokens (header count " + std::to_string(tokens_) + "); re-run `atoll data prepare`");
+  if (tokens_ <= 0)
+    fail(path, "holds no tokens (header count " + std::to_string(tokens_) + "); re-run `atoll data prepare`");
   const int64_t body_bytes = file_bytes - kHeaderBytes;
   if (body_bytes < tokens_ * bytes_per_token_)
     fail(path, "is truncated: header says " + std::to_string(tokens_) + " tokens (" +
@@ -87,7 +90,8 @@ uint32_t TokenShard::token(int64_t i) const {
 void TokenShard::read(int64_t begin, int64_t count, int64_t* out) const {
   if (begin < 0 || count < 0 || begin + count > tokens_)
     throw std::out_of_range("data: " + path_ + ": tokens [" + std::to_string(begin) + ", " +
-                            std::to_string(begin + count) + ") outside the shard's " + std::to_string(tokens_));
+                            std::to_string(begin + count) + ") outside the shard's " +
+                            std::to_string(tokens_));
   for (int64_t i = 0; i < count; ++i) out[i] = token(begin + i);
 }
 
@@ -98,9 +102,11 @@ uint32_t TokenShard::max_token() const {
 }
 
 void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32) {
-  const bool wide = force_uint32 || std::any_of(tokens.begin(), tokens.end(), [](uint32_t t) { return t > 0xFFFF; });
+  const bool wide =
+      force_uint32 || std::any_of(tokens.begin(), tokens.end(), [](uint32_t t) { return t > 0xFFFF; });
   if (tokens.size() > static_cast<size_t>(INT32_MAX))
-    throw std::invalid_argument("data: " + path + ": more than 2^31-1 tokens do not fit one llm.c shard; split the data");
+    throw std::invalid_argument("data: " + path +
+                                ": more than 2^31-1 tokens do not fit one llm.c shard; split the data");
   int32_t header[kHeaderInts] = {};
   header[0] = wide ? kMagic32 : kMagic16;
   header[1] = wide ? kVersion32 : kVersion16;
@@ -119,7 +125,8 @@ void write_token_shard(const std::string& path, const std::vector<uint32_t>& tok
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
-    throw std::runtime_error("data: cannot write " + path + " (" + std::strerror(errno) + "); check free space");
+    throw std::runtime_error("data: cannot write " + path + " (" + std::strerror(errno) +
+                             "); check free space");
   }
 }
 

@@ -41,6 +41,7 @@ class TokenShard {
 
 // Writes a shard: uint16 when every token fits (unless force_uint32), uint32 otherwise. Written to
 // a temporary file and renamed, so a crash never leaves a half-written shard under `path`.
-void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32 = false);
+void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens,
+                       bool force_uint32 = false);
 
 }  // namespace atl::runtime

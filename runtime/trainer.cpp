@@ -125,8 +125,9 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
                                                   static_cast<uint64_t>(config.run.seed));
     if (config.train.eval_every > 0 && s.val_data->num_sequences() < config.train.eval_sequences)
-      throw std::invalid_argument("train.eval_sequences = " + std::to_string(config.train.eval_sequences) + " but " +
-                                  config.data.val + " holds only " + std::to_string(s.val_data->num_sequences()) +
+      throw std::invalid_argument("train.eval_sequences = " + std::to_string(config.train.eval_sequences) +
+                                  " but " + config.data.val + " holds only " +
+                                  std::to_string(s.val_data->num_sequences()) +
                                   " sequences of model.seq + 1 tokens; lower train.eval_sequences");
   } catch (...) {
     local_error = std::current_exception();
@@ -143,7 +144,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads : default_threads_per_rank(world));
   s.mesh = std::make_unique<comm::DeviceMesh>(
-      world, comm::MeshShape{config.parallel.islands, config.parallel.pp, config.parallel.dp, config.parallel.tp});
+      world,
+      comm::MeshShape{config.parallel.islands, config.parallel.pp, config.parallel.dp, config.parallel.tp});
   const std::string table = s.mesh->rank_table(world);
   s.log(config_table(config));
   s.log(table);
@@ -154,11 +156,12 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.model = std::make_unique<LlamaModel>(config.model, *s.params);
   s.reducer = std::make_unique<parallel::DataParallelReducer>(
       *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
-  s.optimizer = std::make_unique<optim::FlatAdamW>(
-      s.params->values(), s.params->grads(), decay_segments(*s.params),
-      optim::AdamWOptions{config.optim.beta1, config.optim.beta2, config.optim.eps, config.optim.weight_decay});
-  s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup, config.train.steps,
-                                 config.optim.schedule};
+  s.optimizer =
+      std::make_unique<optim::FlatAdamW>(s.params->values(), s.params->grads(), decay_segments(*s.params),
+                                         optim::AdamWOptions{config.optim.beta1, config.optim.beta2,
+                                                             config.optim.eps, config.optim.weight_decay});
+  s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup,
+                                 config.train.steps, config.optim.schedule};
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
   at::Tensor peak = at::full({1}, measure_matmul_peak_flops(), at::TensorOptions().dtype(at::kDouble));
@@ -170,9 +173,10 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     std::ofstream(config.run.dir + "/config.yaml") << config_to_yaml(config);
     s.metrics = std::make_unique<MetricsLog>(config.run.dir + "/metrics.jsonl");
     char line[200];
-    std::snprintf(line, sizeof line, "model: %lld parameters (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
-                  static_cast<long long>(s.params->numel()),
-                  format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9, world.size());
+    std::snprintf(
+        line, sizeof line, "model: %lld parameters (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
+        static_cast<long long>(s.params->numel()),
+        format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9, world.size());
     s.log(line);
   } else {
     s.metrics = std::make_unique<MetricsLog>("");
@@ -181,9 +185,15 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
 
 Trainer::~Trainer() = default;
 
-int64_t Trainer::step() const { return state_->step; }
-const parallel::FlatParameters& Trainer::parameters() const { return *state_->params; }
-const comm::DeviceMesh& Trainer::mesh() const { return *state_->mesh; }
+int64_t Trainer::step() const {
+  return state_->step;
+}
+const parallel::FlatParameters& Trainer::parameters() const {
+  return *state_->params;
+}
+const comm::DeviceMesh& Trainer::mesh() const {
+  return *state_->mesh;
+}
 
 StepMetrics Trainer::train_step() {
   State& s = *state_;
@@ -265,13 +275,15 @@ void Trainer::run() {
     if (m.step % c.train.log_every == 0 || m.step == c.train.steps) {
       if (interval_steps > 0) {
         m.tokens_per_s = interval_tokens_per_s / interval_steps;
-        m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * s.mesh->shape().world_size());
+        m.mfu = m.tokens_per_s * training_flops_per_token(c.model) /
+                (s.peak_flops * s.mesh->shape().world_size());
       }
       s.log(progress_line(m, c.train.steps));
       interval_tokens_per_s = 0.0;
       interval_steps = 0;
     }
-    const bool eval_due = c.train.eval_every > 0 && (m.step % c.train.eval_every == 0 || m.step == c.train.steps);
+    const bool eval_due =
+        c.train.eval_every > 0 && (m.step % c.train.eval_every == 0 || m.step == c.train.steps);
     if (eval_due && c.train.eval_sequences > 0) {
       const double val_loss = evaluate();
       s.metrics->write(JsonRecord().add("step", m.step).add("val_loss", val_loss));

@@ -15,7 +15,9 @@ namespace {
 const at::ScalarType kDtypes[] = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kInt, at::kLong};
 const int64_t kSizes[] = {0, 1, 7, 1000, 4099};
 
-std::unique_ptr<MpiCommunicator> world() { return atl::test::MpiTestEnv::runtime().world(); }
+std::unique_ptr<MpiCommunicator> world() {
+  return atl::test::MpiTestEnv::runtime().world();
+}
 
 // A tensor whose values depend on (rank, index) and are exact in every dtype (small integers).
 at::Tensor rank_tensor(int rank, int64_t numel, at::ScalarType dtype) {
@@ -44,7 +46,8 @@ TEST(Communicator, AllReduceSumAvgMaxEveryDtypeAndSize) {
 
       t = rank_tensor(comm->rank(), n, dtype).to(at::kDouble).mul(comm->size()).to(dtype);
       comm->all_reduce(t, ReduceOp::kAvg)->wait();
-      EXPECT_TRUE(t.equal(expected_sum(comm->size(), n, dtype))) << "avg " << at::toString(dtype) << " n=" << n;
+      EXPECT_TRUE(t.equal(expected_sum(comm->size(), n, dtype)))
+          << "avg " << at::toString(dtype) << " n=" << n;
     }
   }
 }
@@ -61,9 +64,11 @@ TEST(Communicator, ReduceScatterAndAllGatherUnevenShards) {
           << at::toString(dtype) << " n=" << n;
 
       at::Tensor full = at::full({n}, -1, dtype);
-      at::Tensor piece = at::arange(mine.offset, mine.offset + mine.numel, at::kLong).remainder(100).to(dtype);
+      at::Tensor piece =
+          at::arange(mine.offset, mine.offset + mine.numel, at::kLong).remainder(100).to(dtype);
       comm->all_gather(piece, full)->wait();
-      EXPECT_TRUE(full.equal(at::arange(n, at::kLong).remainder(100).to(dtype))) << at::toString(dtype) << " n=" << n;
+      EXPECT_TRUE(full.equal(at::arange(n, at::kLong).remainder(100).to(dtype)))
+          << at::toString(dtype) << " n=" << n;
     }
   }
 }
@@ -78,7 +83,8 @@ TEST(Communicator, ShapeMismatchIsAClearError) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("reduce_scatter: output must hold"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(comm->all_reduce(at::zeros({4, 4}).t(), ReduceOp::kSum), std::invalid_argument);  // not contiguous
+  EXPECT_THROW(comm->all_reduce(at::zeros({4, 4}).t(), ReduceOp::kSum),
+               std::invalid_argument);  // not contiguous
 }
 
 TEST(Communicator, BroadcastFromEveryRoot) {
@@ -98,7 +104,8 @@ TEST(Communicator, SendRecvRingAndBatchedExchange) {
   for (at::ScalarType dtype : kDtypes) {
     // A ring with blocking-style ordering would deadlock; batched send/recv must not.
     at::Tensor out = rank_tensor(comm->rank(), 777, dtype), in = at::empty({777}, dtype);
-    comm->batch_p2p({{atl::comm::P2POp::Kind::kSend, out, next, 3}, {atl::comm::P2POp::Kind::kRecv, in, prev, 3}})
+    comm->batch_p2p(
+            {{atl::comm::P2POp::Kind::kSend, out, next, 3}, {atl::comm::P2POp::Kind::kRecv, in, prev, 3}})
         ->wait();
     EXPECT_TRUE(in.equal(rank_tensor(prev, 777, dtype)));
   }

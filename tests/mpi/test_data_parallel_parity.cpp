@@ -64,7 +64,8 @@ void expect_parity(const Config& config) {
   for (size_t s = 0; s < dp.losses.size(); ++s)
     EXPECT_NEAR(dp.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
   for (size_t s = 0; s < dp.grad_norms.size(); ++s)
-    EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], 1e-5 * reference.grad_norms[s]) << "step " << s + 1;
+    EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], 1e-5 * reference.grad_norms[s])
+        << "step " << s + 1;
   EXPECT_LT(dp.losses.back(), dp.losses.front() - 0.5) << "the loss should fall";
   EXPECT_LT(max_relative(dp.first_step_grads, reference.first_step_grads), 1e-5);
   // Parameters: relative L2 error of every tensor. (Elementwise, AdamW's m/sqrt(v) turns 1e-7

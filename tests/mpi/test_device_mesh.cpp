@@ -44,8 +44,8 @@ TEST(DeviceMesh, RefusesALayoutThatDoesNotMatchTheRankCount) {
     atl::comm::DeviceMesh mesh(*world, {1, 1, world->size() + 2, 1});
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    const std::string expected = "parallel: islands*pp*dp*tp = " + std::to_string(world->size() + 2) + " but " +
-                                 std::to_string(world->size()) + " ranks were launched";
+    const std::string expected = "parallel: islands*pp*dp*tp = " + std::to_string(world->size() + 2) +
+                                 " but " + std::to_string(world->size()) + " ranks were launched";
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
 }

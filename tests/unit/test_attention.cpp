@@ -9,8 +9,10 @@
 
 namespace {
 
-at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
-  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1))) + mask;
+at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const at::Tensor& mask) {
+  const at::Tensor scores =
+      at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1))) + mask;
   return at::matmul(at::softmax(scores, -1), v);
 }
 
@@ -18,7 +20,8 @@ void compare(at::ScalarType dtype, double tolerance) {
   torch::manual_seed(3);
   const int64_t seq = 17;
   const at::Tensor mask =
-      at::full({seq, seq}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(dtype)).triu(1);
+      at::full({seq, seq}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(dtype))
+          .triu(1);
   std::vector<at::Tensor> ours_in, ref_in;
   for (int i = 0; i < 3; ++i) {
     const at::Tensor x = at::randn({2, 3, seq, 8}, at::TensorOptions().dtype(dtype));
@@ -42,5 +45,9 @@ void compare(at::ScalarType dtype, double tolerance) {
 
 }  // namespace
 
-TEST(CausalAttention, MatchesCompositeFormulationInDouble) { compare(at::kDouble, 1e-12); }
-TEST(CausalAttention, MatchesCompositeFormulationInFloat) { compare(at::kFloat, 1e-5); }
+TEST(CausalAttention, MatchesCompositeFormulationInDouble) {
+  compare(at::kDouble, 1e-12);
+}
+TEST(CausalAttention, MatchesCompositeFormulationInFloat) {
+  compare(at::kFloat, 1e-5);
+}

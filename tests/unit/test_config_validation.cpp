@@ -19,7 +19,8 @@ data:     { train: data/brown/train.bin, val: data/brown/val.bin }
 )";
 
 // The problems parse_config reports for `yaml` with `overrides` (empty when it parses).
-std::vector<std::string> problems_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+std::vector<std::string> problems_of(const std::string& yaml,
+                                     const std::vector<std::string>& overrides = {}) {
   try {
     parse_config(yaml, overrides);
   } catch (const ConfigError& e) {
@@ -30,7 +31,8 @@ std::vector<std::string> problems_of(const std::string& yaml, const std::vector<
 
 void expect_problem(const std::vector<std::string>& problems, const std::vector<std::string>& fragments) {
   ASSERT_EQ(problems.size(), 1u) << (problems.empty() ? "no problem reported" : problems[0]);
-  for (const std::string& f : fragments) EXPECT_NE(problems[0].find(f), std::string::npos) << problems[0] << " lacks " << f;
+  for (const std::string& f : fragments)
+    EXPECT_NE(problems[0].find(f), std::string::npos) << problems[0] << " lacks " << f;
 }
 
 }  // namespace
@@ -75,7 +77,8 @@ TEST(Config, UnknownKeysAndSectionsSuggestTheClosestName) {
 
 TEST(Config, WrongTypesNameTheFieldAndAnExample) {
   expect_problem(problems_of("model: {dim: abc}"), {"model.dim = 'abc' is not an integer", "e.g. 256"});
-  expect_problem(problems_of("model: {tie_embeddings: maybe}"), {"model.tie_embeddings", "not a boolean", "true or false"});
+  expect_problem(problems_of("model: {tie_embeddings: maybe}"),
+                 {"model.tie_embeddings", "not a boolean", "true or false"});
   expect_problem(problems_of("optim: {lr: fast}"), {"optim.lr = 'fast' is not a number"});
   expect_problem(problems_of("optim: {betas: 0.9}"), {"optim.betas", "list of two numbers"});
 }
@@ -83,7 +86,8 @@ TEST(Config, WrongTypesNameTheFieldAndAnExample) {
 TEST(Config, OutOfRangeValuesGiveTheRange) {
   expect_problem(problems_of("model: {heads: 0}"), {"model.heads = 0 must be >= 1", "set model.heads"});
   expect_problem(problems_of("parallel: {zero: 4}"), {"parallel.zero = 4 must be in [0, 3]"});
-  expect_problem(problems_of("parallel: {schedule: zigzag}"), {"parallel.schedule = 'zigzag' is not one of gpipe, 1f1b, interleaved"});
+  expect_problem(problems_of("parallel: {schedule: zigzag}"),
+                 {"parallel.schedule = 'zigzag' is not one of gpipe, 1f1b, interleaved"});
   expect_problem(problems_of("optim: {betas: [0.9, 1.5]}"), {"optim.betas", "[0, 1)"});
   expect_problem(problems_of("optim: {lr: 1.0e-3, min_lr: 1.0e-2}"), {"optim.min_lr", "exceeds optim.lr"});
 }
@@ -106,9 +110,11 @@ TEST(Config, LayoutMustMatchTheLaunchedRanks) {
   ASSERT_EQ(mismatch.size(), 1u);
   EXPECT_NE(mismatch[0].find("parallel: islands*pp*dp*tp = 6 but 4 ranks were launched"), std::string::npos);
 
-  const auto indivisible = atl::runtime::validate_layout(parse_config(kContract, {"train.global_batch=10", "parallel.microbatches=2"}), 2);
+  const auto indivisible = atl::runtime::validate_layout(
+      parse_config(kContract, {"train.global_batch=10", "parallel.microbatches=2"}), 2);
   ASSERT_EQ(indivisible.size(), 1u);
-  EXPECT_NE(indivisible[0].find("train.global_batch = 10 is not divisible by parallel.dp*parallel.microbatches = 4"),
+  EXPECT_NE(indivisible[0].find(
+                "train.global_batch = 10 is not divisible by parallel.dp*parallel.microbatches = 4"),
             std::string::npos);
   const auto heads = atl::runtime::validate_layout(parse_config(kContract, {"model.kv_heads=3"}), 2);
   ASSERT_EQ(heads.size(), 1u);

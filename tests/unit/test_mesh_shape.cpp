@@ -26,12 +26,18 @@ std::vector<MeshShape> factorisations(int world) {
 
 int expected_size(const MeshShape& s, GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTp: return s.tp;
-    case GroupKind::kDp: return s.dp;
-    case GroupKind::kPp: return s.pp;
-    case GroupKind::kIsland: return s.islands;
-    case GroupKind::kModel: return s.tp * s.pp;
-    case GroupKind::kEmbedding: return std::min(2, s.pp);
+    case GroupKind::kTp:
+      return s.tp;
+    case GroupKind::kDp:
+      return s.dp;
+    case GroupKind::kPp:
+      return s.pp;
+    case GroupKind::kIsland:
+      return s.islands;
+    case GroupKind::kModel:
+      return s.tp * s.pp;
+    case GroupKind::kEmbedding:
+      return std::min(2, s.pp);
   }
   return -1;
 }
@@ -43,7 +49,8 @@ const GroupKind kPartitioning[] = {GroupKind::kTp, GroupKind::kDp, GroupKind::kP
 
 TEST(MeshShape, CoordinatesRoundTripWithTpFastest) {
   const MeshShape shape{2, 2, 2, 2};
-  for (int r = 0; r < shape.world_size(); ++r) EXPECT_EQ(atl::comm::rank_of(shape, atl::comm::coord_of(shape, r)), r);
+  for (int r = 0; r < shape.world_size(); ++r)
+    EXPECT_EQ(atl::comm::rank_of(shape, atl::comm::coord_of(shape, r)), r);
   const auto c = atl::comm::coord_of(shape, 13);  // 13 = 1 + 2*(0 + 2*(1 + 2*1))
   EXPECT_EQ(c.tp, 1);
   EXPECT_EQ(c.dp, 0);

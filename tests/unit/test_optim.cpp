@@ -13,7 +13,8 @@ using atl::optim::LrSchedule;
 TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
   torch::manual_seed(0);
   atl::parallel::FlatParameters flat(
-      {{"w1", {16, 8}, true}, {"norm", {8}, false}, {"w2", {5, 16}, true}, {"norm2", {16}, false}}, at::kFloat);
+      {{"w1", {16, 8}, true}, {"norm", {8}, false}, {"w2", {5, 16}, true}, {"norm2", {16}, false}},
+      at::kFloat);
   std::vector<torch::Tensor> decay, no_decay;
   std::vector<atl::optim::DecaySegment> segments;
   for (const auto& e : flat.entries()) {
@@ -26,10 +27,12 @@ TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
   const double lr = 3e-3, wd = 0.1;
   atl::optim::FlatAdamW ours(flat.values(), flat.grads(), segments, {0.9, 0.95, 1e-8, wd});
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                    torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
+  groups.emplace_back(decay,
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd)));
+  groups.emplace_back(no_decay,
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
   torch::optim::AdamW reference(groups, torch::optim::AdamWOptions(lr));
 
   for (int step = 0; step < 10; ++step) {
@@ -46,8 +49,8 @@ TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
   size_t di = 0, ni = 0;
   for (const auto& e : flat.entries()) {
     const torch::Tensor& p = e.info.weight_decay ? decay[di++] : no_decay[ni++];
-    EXPECT_TRUE(e.value.detach().equal(p.detach())) << e.info.name << " max diff "
-                                                    << (e.value - p).abs().max().item<double>();
+    EXPECT_TRUE(e.value.detach().equal(p.detach()))
+        << e.info.name << " max diff " << (e.value - p).abs().max().item<double>();
   }
   EXPECT_EQ(ours.steps_taken(), 10);
 }
@@ -57,9 +60,9 @@ TEST(LrSchedule, LinearWarmupThenCosineToMinLr) {
   EXPECT_DOUBLE_EQ(s.at(0), 0.1);
   EXPECT_DOUBLE_EQ(s.at(4), 0.5);
   EXPECT_DOUBLE_EQ(s.at(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.at(10), 1.0);               // decay starts at the peak
-  EXPECT_NEAR(s.at(10 + 99 / 2), 0.55, 0.01);    // halfway: midpoint of lr and min_lr
-  EXPECT_DOUBLE_EQ(s.at(109), 0.1);              // last step reaches min_lr
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);             // decay starts at the peak
+  EXPECT_NEAR(s.at(10 + 99 / 2), 0.55, 0.01);  // halfway: midpoint of lr and min_lr
+  EXPECT_DOUBLE_EQ(s.at(109), 0.1);            // last step reaches min_lr
   for (int64_t t = 10; t < 109; ++t) EXPECT_GE(s.at(t), s.at(t + 1)) << "monotone decay at " << t;
 }
 
@@ -68,8 +71,8 @@ TEST(LrSchedule, ConstantAndWarmupStableDecay) {
   EXPECT_DOUBLE_EQ(constant.at(2), 0.6);
   EXPECT_DOUBLE_EQ(constant.at(99), 1.0);
   const LrSchedule wsd{1.0, 0.0, 0, 101, "wsd"};
-  EXPECT_DOUBLE_EQ(wsd.at(50), 1.0);   // stable phase
-  EXPECT_DOUBLE_EQ(wsd.at(80), 1.0);   // decay starts after 80% of the steps
+  EXPECT_DOUBLE_EQ(wsd.at(50), 1.0);  // stable phase
+  EXPECT_DOUBLE_EQ(wsd.at(80), 1.0);  // decay starts after 80% of the steps
   EXPECT_NEAR(wsd.at(90), 0.5, 1e-12);
   EXPECT_NEAR(wsd.at(100), 0.0, 1e-12);
   EXPECT_THROW((LrSchedule{1.0, 0.0, 0, 10, "linear"}.at(5)), std::invalid_argument);

@@ -30,7 +30,8 @@ class TokenData : public testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Writes raw bytes: a header of 256 int32 with the given fields, then `body_bytes` bytes.
-  std::string raw_shard(const std::string& name, int32_t magic, int32_t version, int32_t count, size_t body_bytes) {
+  std::string raw_shard(const std::string& name, int32_t magic, int32_t version, int32_t count,
+                        size_t body_bytes) {
     std::vector<int32_t> header(256, 0);
     header[0] = magic;
     header[1] = version;
@@ -80,13 +81,12 @@ TEST_F(TokenData, ShardRoundTripsInBothWidths) {
 
 TEST_F(TokenData, BadShardsGetOneLineNamingFileProblemAndFix) {
   expect_contains(error_of(path("missing.bin")), {"missing.bin does not exist", "atoll data prepare"});
-  {
-    std::ofstream(path("short.bin")) << "tiny";
-  }
+  { std::ofstream(path("short.bin")) << "tiny"; }
   expect_contains(error_of(path("short.bin")), {"short.bin", "less than the 1024-byte llm.c header"});
   expect_contains(error_of(raw_shard("magic.bin", 12345, 1, 4, 8)),
                   {"magic.bin has magic 12345", "expected 20240520 (uint16) or 20240801 (uint32)"});
-  expect_contains(error_of(raw_shard("version.bin", 20240520, 3, 4, 8)), {"version.bin", "unknown version 3"});
+  expect_contains(error_of(raw_shard("version.bin", 20240520, 3, 4, 8)),
+                  {"version.bin", "unknown version 3"});
   expect_contains(error_of(raw_shard("empty.bin", 20240520, 1, 0, 0)), {"empty.bin holds no tokens"});
   expect_contains(error_of(raw_shard("cut.bin", 20240520, 1, 1000, 1500)),
                   {"cut.bin is truncated: header says 1000 tokens (2000 bytes)", "1500 bytes", "re-run"});
