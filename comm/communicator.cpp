@@ -45,4 +45,23 @@ void check_contiguous(const at::Tensor& tensor, const char* op) {
     throw std::invalid_argument(std::string(op) + ": tensor must be contiguous (call .contiguous() first)");
 }
 
+void check_shard(const char* op, const at::Tensor& full, const at::Tensor& shard, int size, int rank) {
+  check_contiguous(full, op);
+  check_contiguous(shard, op);
+  const ShardRange mine = shard_range(full.numel(), size, rank);
+  if (shard.numel() != mine.numel || shard.scalar_type() != full.scalar_type())
+    throw std::invalid_argument(std::string(op) + ": the shard must hold " + std::to_string(mine.numel) +
+                                " elements of " + at::toString(full.scalar_type()) +
+                                " (this rank's share of " + std::to_string(full.numel()) + "), got " +
+                                std::to_string(shard.numel()) + " of " + at::toString(shard.scalar_type()));
+}
+
+WorkPtr Communicator::send(const at::Tensor& tensor, int peer, int tag) {
+  return batch_p2p({P2POp{P2POp::Kind::kSend, tensor, peer, tag}});
+}
+
+WorkPtr Communicator::recv(const at::Tensor& tensor, int peer, int tag) {
+  return batch_p2p({P2POp{P2POp::Kind::kRecv, tensor, peer, tag}});
+}
+
 }  // namespace atl::comm

@@ -100,8 +100,9 @@ class Communicator {
   // `input` is this rank's shard_range of `output`; every rank ends with the full `output`.
   virtual WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) = 0;
   virtual WorkPtr broadcast(const at::Tensor& tensor, int root) = 0;
-  virtual WorkPtr send(const at::Tensor& tensor, int peer, int tag = 0) = 0;
-  virtual WorkPtr recv(const at::Tensor& tensor, int peer, int tag = 0) = 0;
+  // Single-leg point-to-point: a batch_p2p of one operation.
+  WorkPtr send(const at::Tensor& tensor, int peer, int tag = 0);
+  WorkPtr recv(const at::Tensor& tensor, int peer, int tag = 0);
   // Starts every send and receive together (no ordering deadlocks between pipeline neighbours).
   virtual WorkPtr batch_p2p(const std::vector<P2POp>& ops) = 0;
   virtual void barrier() = 0;
@@ -114,5 +115,8 @@ class Communicator {
 
 // Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.
 void check_contiguous(const at::Tensor& tensor, const char* op);
+// Throws std::invalid_argument naming the operation unless `shard` (contiguous, like `full`) has
+// the dtype of `full` and the size of this rank's shard_range of it.
+void check_shard(const char* op, const at::Tensor& full, const at::Tensor& shard, int size, int rank);
 
 }  // namespace atl::comm

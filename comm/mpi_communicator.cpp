@@ -107,14 +107,7 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
 }
 
 WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
-  check_contiguous(input, "reduce_scatter");
-  check_contiguous(output, "reduce_scatter");
-  const ShardRange mine = shard_range(input.numel(), size_, rank_);
-  if (output.numel() != mine.numel || output.scalar_type() != input.scalar_type())
-    throw std::invalid_argument("reduce_scatter: output must hold " + std::to_string(mine.numel) +
-                                " elements of " + at::toString(input.scalar_type()) +
-                                " (this rank's shard of " + std::to_string(input.numel()) + "), got " +
-                                std::to_string(output.numel()));
+  check_shard("reduce_scatter", input, output, size_, rank_);
   counters_.add(OpKind::kReduceScatter, ring_bytes(input, size_, 1));
   auto work =
       std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output}, average_finisher(output, op, size_));
@@ -134,14 +127,8 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tenso
 }
 
 WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
-  check_contiguous(input, "all_gather");
-  check_contiguous(output, "all_gather");
+  check_shard("all_gather", output, input, size_, rank_);
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
-  if (input.numel() != mine.numel || output.scalar_type() != input.scalar_type())
-    throw std::invalid_argument("all_gather: input must hold " + std::to_string(mine.numel) +
-                                " elements of " + at::toString(output.scalar_type()) +
-                                " (this rank's shard of " + std::to_string(output.numel()) + "), got " +
-                                std::to_string(input.numel()));
   counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
   auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output});
   if (size_ == 1) {
@@ -174,14 +161,6 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
   MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), checked_count(tensor.numel(), "broadcast"),
                        runtime_.datatype(tensor.scalar_type()), root, comm_, work->requests.data()));
   return work;
-}
-
-WorkPtr MpiCommunicator::send(const at::Tensor& tensor, int peer, int tag) {
-  return batch_p2p({P2POp{P2POp::Kind::kSend, tensor, peer, tag}});
-}
-
-WorkPtr MpiCommunicator::recv(const at::Tensor& tensor, int peer, int tag) {
-  return batch_p2p({P2POp{P2POp::Kind::kRecv, tensor, peer, tag}});
 }
 
 WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {

@@ -131,8 +131,7 @@ WorkPtr NcclCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
 WorkPtr NcclCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
   check_cuda_tensor(input, "reduce_scatter");
   check_cuda_tensor(output, "reduce_scatter");
-  if (output.numel() != shard_range(input.numel(), size_, rank_).numel)
-    throw std::invalid_argument("NCCL reduce_scatter: output must hold this rank's shard_range of the input");
+  check_shard("NCCL reduce_scatter", input, output, size_, rank_);
   counters_.add(OpKind::kReduceScatter, ring_wire_bytes(input.nbytes(), size_, 1));
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const size_t element = input.element_size();
@@ -155,8 +154,7 @@ WorkPtr NcclCommunicator::reduce_scatter(const at::Tensor& input, const at::Tens
 WorkPtr NcclCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
   check_cuda_tensor(input, "all_gather");
   check_cuda_tensor(output, "all_gather");
-  if (input.numel() != shard_range(output.numel(), size_, rank_).numel)
-    throw std::invalid_argument("NCCL all_gather: input must hold this rank's shard_range of the output");
+  check_shard("NCCL all_gather", output, input, size_, rank_);
   counters_.add(OpKind::kAllGather, ring_wire_bytes(output.nbytes(), size_, 1));
   const ncclDataType_t type = nccl_datatype(output.scalar_type());
   const size_t element = output.element_size();
@@ -181,14 +179,6 @@ WorkPtr NcclCommunicator::broadcast(const at::Tensor& tensor, int root) {
     NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
                              nccl_datatype(tensor.scalar_type()), root, comm_, stream_));
   });
-}
-
-WorkPtr NcclCommunicator::send(const at::Tensor& tensor, int peer, int tag) {
-  return batch_p2p({P2POp{P2POp::Kind::kSend, tensor, peer, tag}});
-}
-
-WorkPtr NcclCommunicator::recv(const at::Tensor& tensor, int peer, int tag) {
-  return batch_p2p({P2POp{P2POp::Kind::kRecv, tensor, peer, tag}});
 }
 
 WorkPtr NcclCommunicator::batch_p2p(const std::vector<P2POp>& ops) {

@@ -39,8 +39,6 @@ class NcclCommunicator final : public Communicator {
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override;
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override;
   WorkPtr broadcast(const at::Tensor& tensor, int root) override;
-  WorkPtr send(const at::Tensor& tensor, int peer, int tag) override;
-  WorkPtr recv(const at::Tensor& tensor, int peer, int tag) override;
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
 

@@ -81,7 +81,12 @@ TEST(Communicator, ShapeMismatchIsAClearError) {
     comm->reduce_scatter(input, wrong, ReduceOp::kSum);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("reduce_scatter: output must hold"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "reduce_scatter: the shard must hold " +
+                  std::to_string(atl::comm::shard_range(10, comm->size(), comm->rank()).numel) +
+                  " elements of Float (this rank's share of 10), got 11"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(comm->all_reduce(at::zeros({4, 4}).t(), ReduceOp::kSum),
                std::invalid_argument);  // not contiguous
