@@ -1,0 +1,140 @@
+#include "parallel/tensor_parallel.h"
+
+#include <torch/torch.h>
+
+#include <limits>
+
+namespace atl::parallel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autograd contexts keep only IValues: the group travels as its address. The Communicator is owned
+// by the DeviceMesh, which outlives every graph built during training.
+void save_group(AutogradContext* ctx, comm::Communicator& tp) {
+  ctx->saved_data["tp"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&tp));
+}
+comm::Communicator& saved_group(AutogradContext* ctx) {
+  return *reinterpret_cast<comm::Communicator*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
+}
+
+at::Tensor all_reduced(const at::Tensor& x, comm::Communicator& tp,
+                       comm::ReduceOp op = comm::ReduceOp::kSum) {
+  at::Tensor out = x.contiguous().clone();
+  tp.all_reduce(out, op)->wait();
+  return out;
+}
+
+class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, comm::Communicator* tp) {
+    save_group(ctx, *tp);
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_reduced(grads[0], saved_group(ctx)), at::Tensor()};
+  }
+};
+
+class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
+ public:
+  static at::Tensor forward(AutogradContext* /*ctx*/, const at::Tensor& x, comm::Communicator* tp) {
+    return all_reduced(x, *tp);
+  }
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
+class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
+                            int64_t vocab_start, int64_t vocab, comm::Communicator* tp,
+                            int64_t ignore_index) {
+    at::NoGradGuard no_grad;
+    const int64_t rows = logits.size(1);
+    // Padding columns (global id >= vocab) get -inf so they vanish from the softmax.
+    const int64_t real_rows = std::clamp<int64_t>(vocab - vocab_start, 0, rows);
+    at::Tensor shifted = logits.clone();
+    if (real_rows < rows)
+      shifted.narrow(1, real_rows, rows - real_rows).fill_(-std::numeric_limits<float>::infinity());
+
+    const at::Tensor row_max =
+        all_reduced(std::get<0>(shifted.max(1, /*keepdim=*/true)), *tp, comm::ReduceOp::kMax);
+    shifted.sub_(row_max);
+    at::Tensor exp = shifted.exp();
+    const at::Tensor sum_exp = all_reduced(exp.sum(1, /*keepdim=*/true), *tp);
+
+    const at::Tensor valid = targets.ne(ignore_index);
+    const at::Tensor local = targets - vocab_start;
+    const at::Tensor mine = valid & local.ge(0) & local.lt(real_rows);
+    const at::Tensor index = local.clamp(0, rows - 1).unsqueeze(1);
+    at::Tensor target_logit = shifted.gather(1, index).squeeze(1) * mine;
+    target_logit = all_reduced(target_logit, *tp);
+
+    const at::Tensor per_token = (sum_exp.squeeze(1).log() - target_logit) * valid;
+    const double count = std::max<double>(1.0, valid.sum().item<double>());
+    exp.div_(sum_exp);  // the softmax, kept for backward
+    ctx->save_for_backward({exp, index, mine, valid});
+    ctx->saved_data["count"] = count;
+    return per_token.sum() / count;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &softmax = saved[0], &index = saved[1], &mine = saved[2], &valid = saved[3];
+    const double count = ctx->saved_data["count"].toDouble();
+    // d loss / d logit = (softmax - onehot(target)) / count, on valid tokens only.
+    at::Tensor grad = softmax.clone();
+    grad.scatter_add_(1, index, -mine.to(grad.scalar_type()).unsqueeze(1));
+    grad.mul_(valid.to(grad.scalar_type()).unsqueeze(1)).mul_(grads[0] / count);
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor copy_to_tp_region(const at::Tensor& x, comm::Communicator& tp) {
+  if (tp.size() == 1) return x;
+  return CopyToRegion::apply(x, &tp);
+}
+
+at::Tensor reduce_from_tp_region(const at::Tensor& x, comm::Communicator& tp) {
+  if (tp.size() == 1) return x;
+  return ReduceFromRegion::apply(x, &tp);
+}
+
+at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight_shard,
+                                  comm::Communicator& tp) {
+  return at::linear(copy_to_tp_region(x, tp), weight_shard);
+}
+
+at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weight_shard,
+                               comm::Communicator& tp) {
+  return reduce_from_tp_region(at::linear(x_shard, weight_shard), tp);
+}
+
+VocabShard vocab_shard(int64_t padded_vocab, int tp_size, int tp_rank) {
+  const int64_t rows = padded_vocab / tp_size;
+  return {rows * tp_rank, rows};
+}
+
+at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight_shard,
+                                    int64_t vocab_start, comm::Communicator& tp) {
+  if (tp.size() == 1) return at::embedding(weight_shard, ids);
+  const int64_t rows = weight_shard.size(0);
+  const at::Tensor local = ids - vocab_start;
+  const at::Tensor outside = local.lt(0) | local.ge(rows);
+  at::Tensor out = at::embedding(weight_shard, local.masked_fill(outside, 0));
+  out = out.masked_fill(outside.unsqueeze(-1), 0.0);
+  return reduce_from_tp_region(out, tp);
+}
+
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits_shard, const at::Tensor& targets,
+                                        int64_t vocab_start, int64_t vocab, comm::Communicator& tp,
+                                        int64_t ignore_index) {
+  return VocabParallelCrossEntropy::apply(logits_shard, targets, vocab_start, vocab, &tp, ignore_index);
+}
+
+}  // namespace atl::parallel
