@@ -70,7 +70,9 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     const at::Tensor local = targets - vocab_start;
     const at::Tensor mine = valid & local.ge(0) & local.lt(real_rows);
     const at::Tensor index = local.clamp(0, rows - 1).unsqueeze(1);
-    at::Tensor target_logit = shifted.gather(1, index).squeeze(1) * mine;
+    // where, not a product with the mask: a rank holding only padding gathers -inf, and -inf * 0 is NaN.
+    at::Tensor target_logit =
+        at::where(mine, shifted.gather(1, index).squeeze(1), at::zeros({}, shifted.options()));
     target_logit = all_reduced(target_logit, *tp);
 
     const at::Tensor per_token = (sum_exp.squeeze(1).log() - target_logit) * valid;

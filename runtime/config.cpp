@@ -348,6 +348,15 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
     problems.push_back("config: model.heads = " + std::to_string(m.heads) +
                        " is not divisible by model.kv_heads = " + std::to_string(m.kv_heads) +
                        "; kv_heads must divide heads");
+  // Tensor parallelism splits heads, kv heads and the MLP width over tp ranks.
+  for (const auto& [field, value] : {std::pair<const char*, int>{"model.heads", m.heads},
+                                     {"model.kv_heads", m.kv_heads},
+                                     {"model.ffn", m.ffn}}) {
+    if (value % p.tp != 0)
+      problems.push_back("config: " + std::string(field) + " = " + std::to_string(value) +
+                         " is not divisible by parallel.tp = " + std::to_string(p.tp) +
+                         "; tensor parallelism splits it evenly, so pick a tp that divides it");
+  }
   return problems;
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/llama.h"
 
+#include "parallel/tensor_parallel.h"
 #include "runtime/attention.h"
 
 #include <ATen/ATen.h>
@@ -36,30 +37,80 @@ int64_t padded_vocab(int64_t vocab, int tp) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
-std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c) {
+namespace {
+
+// One parameter: its canonical (unsharded, unpadded) shape and how tensor parallelism splits it.
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> canonical_shape;
+  int split_dim;  // -1: replicated on every tp rank; 0: rows (column-parallel); 1: columns (row-parallel)
+  bool is_norm = false;
+  bool is_vocab = false;  // rows are the vocabulary: padded to padded_vocab(vocab, tp) before splitting
+};
+
+std::vector<ParamSpec> param_specs(const ModelConfig& c) {
   const int64_t head_dim = c.dim / c.heads;
-  const int64_t vocab = padded_vocab(c.vocab, 1);
-  std::vector<parallel::ParamInfo> infos;
-  infos.push_back({"model.embed_tokens.weight", {vocab, c.dim}, true});
+  std::vector<ParamSpec> specs;
+  specs.push_back({"model.embed_tokens.weight", {c.vocab, c.dim}, 0, false, true});
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = layer_prefix(i);
-    infos.push_back({p + "input_layernorm.weight", {c.dim}, false, true});
-    infos.push_back({p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}});
-    infos.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}});
-    infos.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}});
-    infos.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}});
-    infos.push_back({p + "post_attention_layernorm.weight", {c.dim}, false, true});
-    infos.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}});
-    infos.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}});
-    infos.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}});
+    specs.push_back({p + "input_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}, 0});
+    specs.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}, 1});
+    specs.push_back({p + "post_attention_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}, 1});
   }
-  infos.push_back({"model.norm.weight", {c.dim}, false, true});
-  if (!c.tie_embeddings) infos.push_back({"lm_head.weight", {vocab, c.dim}});
+  specs.push_back({"model.norm.weight", {c.dim}, -1, true});
+  if (!c.tie_embeddings) specs.push_back({"lm_head.weight", {c.vocab, c.dim}, 0, false, true});
+  return specs;
+}
+
+const ParamSpec& spec_named(const std::vector<ParamSpec>& specs, const std::string& name) {
+  for (const ParamSpec& s : specs)
+    if (s.name == name) return s;
+  throw std::out_of_range("no Llama parameter named " + name);
+}
+
+std::vector<int64_t> local_shape(const ParamSpec& spec, int64_t vocab, int tp) {
+  std::vector<int64_t> shape = spec.canonical_shape;
+  if (spec.is_vocab) shape[0] = padded_vocab(vocab, tp);
+  if (spec.split_dim >= 0) shape[spec.split_dim] /= tp;
+  return shape;
+}
+
+}  // namespace
+
+std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp) {
+  std::vector<parallel::ParamInfo> infos;
+  for (const ParamSpec& spec : param_specs(c))
+    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0});
   return infos;
 }
 
-LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params)
-    : config_(config), head_dim_(config.dim / config.heads) {
+at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, const std::string& name,
+                                const at::Tensor& canonical) {
+  const std::vector<ParamSpec> specs = param_specs(c);
+  const ParamSpec& spec = spec_named(specs, name);
+  at::Tensor full = canonical;
+  if (spec.is_vocab) {
+    full = at::zeros({padded_vocab(c.vocab, tp_size), c.dim}, canonical.options());
+    full.narrow(0, 0, c.vocab).copy_(canonical.narrow(0, 0, c.vocab));
+  }
+  if (spec.split_dim < 0) return full;
+  const int64_t piece = full.size(spec.split_dim) / tp_size;
+  return full.narrow(spec.split_dim, piece * tp_rank, piece);
+}
+
+LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
+                       comm::Communicator& tp)
+    : config_(config),
+      head_dim_(config.dim / config.heads),
+      tp_(tp),
+      vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   embed_ = params.value("model.embed_tokens.weight");
   for (int i = 0; i < config.layers; ++i) {
     const std::string p = layer_prefix(i);
@@ -94,9 +145,11 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   const int64_t batch = x.size(0), seq = x.size(1);
   const int64_t heads = layer.wq.size(0) / head_dim_, kv_heads = layer.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
-  at::Tensor q = at::linear(x, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
-  at::Tensor k = at::linear(x, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
-  at::Tensor v = at::linear(x, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  // Column-parallel q/k/v: this rank's heads only (x enters the tensor-parallel region once).
+  const at::Tensor x_tp = parallel::copy_to_tp_region(x, tp_);
+  at::Tensor q = at::linear(x_tp, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k = at::linear(x_tp, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v = at::linear(x_tp, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
   q = q * cos + rotate_half(q) * sin;
   k = k * cos + rotate_half(k) * sin;
@@ -106,24 +159,30 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   }
   at::Tensor out = causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
   out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
-  return at::linear(out, layer.wo);
+  return parallel::row_parallel_linear(out, layer.wo, tp_);
 }
 
 at::Tensor LlamaModel::logits(const at::Tensor& tokens) const {
-  at::Tensor h = at::embedding(embed_, tokens);
+  at::Tensor h = parallel::vocab_parallel_embedding(tokens, embed_, vocab_start_, tp_);
   for (const Layer& layer : layers_) {
     h = h + attention(layer, rms_norm(h, layer.input_norm));
-    const at::Tensor x = rms_norm(h, layer.post_norm);
-    h = h + at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down);
+    // SwiGLU: gate and up column-parallel, down row-parallel.
+    const at::Tensor x = parallel::copy_to_tp_region(rms_norm(h, layer.post_norm), tp_);
+    h = h + parallel::row_parallel_linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up),
+                                          layer.w_down, tp_);
   }
-  return at::linear(rms_norm(h, final_norm_), lm_head_);
+  return parallel::column_parallel_linear(rms_norm(h, final_norm_), lm_head_, tp_);
 }
 
 at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
-  at::Tensor out = logits(tokens);
-  // Padding rows of the vocabulary never take part in the softmax.
-  out = out.narrow(-1, 0, config_.vocab);
-  return at::cross_entropy_loss(out.reshape({-1, config_.vocab}), targets.reshape({-1}));
+  const at::Tensor out = logits(tokens);
+  const int64_t rows = out.size(-1);
+  if (tp_.size() > 1)
+    return parallel::vocab_parallel_cross_entropy(out.reshape({-1, rows}), targets.reshape({-1}),
+                                                  vocab_start_, config_.vocab, tp_);
+  // One rank: padding rows of the vocabulary never take part in the softmax.
+  return at::cross_entropy_loss(out.narrow(-1, 0, config_.vocab).reshape({-1, config_.vocab}),
+                                targets.reshape({-1}));
 }
 
 double training_flops_per_token(const ModelConfig& c) {
@@ -135,25 +194,24 @@ double training_flops_per_token(const ModelConfig& c) {
   return 6.0 * non_embedding + 12.0 * c.layers * c.seq * c.dim;
 }
 
-void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params) {
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params,
+                           int tp_size, int tp_rank) {
   at::NoGradGuard no_grad;
   const double scaled_std = config.init_std / std::sqrt(2.0 * config.layers);
-  for (const parallel::FlatEntry& e : params.entries()) {
-    const std::string& name = e.info.name;
-    if (name.find("norm.weight") != std::string::npos) {
-      e.value.fill_(1.0);
+  for (const ParamSpec& spec : param_specs(config)) {
+    const at::Tensor& local = params.value(spec.name);
+    if (spec.is_norm) {
+      local.fill_(1.0);
       continue;
     }
     const bool output_projection =
-        name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
-    const bool vocab_rows = name == "model.embed_tokens.weight" || name == "lm_head.weight";
-    std::vector<int64_t> full_shape = e.info.shape;
-    if (vocab_rows)
-      full_shape[0] = config.vocab;  // padding rows are not drawn, so padding never shifts the stream
-    at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
-    at::Tensor full = at::normal(0.0, output_projection ? scaled_std : config.init_std, full_shape, gen);
-    e.value.zero_();
-    e.value.narrow(0, 0, full_shape[0]).copy_(full);
+        spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos;
+    // The canonical tensor, drawn whole: padding rows are not drawn (padding depends on tp and must
+    // never shift the stream), then this rank keeps its slice.
+    at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, spec.name));
+    const at::Tensor canonical =
+        at::normal(0.0, output_projection ? scaled_std : config.init_std, spec.canonical_shape, gen);
+    local.copy_(LlamaModel::shard_of(config, tp_size, tp_rank, spec.name, canonical));
   }
 }
 

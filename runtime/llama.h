@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "parallel/flat_parameters.h"
 #include "runtime/config.h"
 
@@ -24,14 +25,21 @@ int64_t padded_vocab(int64_t vocab, int tp);
 
 class LlamaModel {
  public:
-  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params);
+  // `tp`: the tensor-parallel group (size 1 for none). Attention heads, kv heads, the MLP width and
+  // the vocabulary rows are split over it (Megatron: q/k/v, gate/up and the LM head
+  // column-parallel, o_proj and down_proj row-parallel, the embedding vocabulary-parallel).
+  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp);
 
-  // Every parameter of the model, in forward order.
-  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config);
+  // This rank's piece of every parameter at tensor-parallel size `tp`, in forward order.
+  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config, int tp = 1);
+  // This rank's piece of parameter `name`, cut from its canonical full tensor (vocabulary rows
+  // unpadded, or padded for any tp): pads the vocabulary for `tp_size`, then slices.
+  static at::Tensor shard_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name,
+                             const at::Tensor& canonical);
 
   // Mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
-  // Logits over the padded vocabulary: [batch, seq, padded_vocab(vocab, 1)].
+  // This rank's logits over its rows of the padded vocabulary: [batch, seq, padded_vocab / tp].
   at::Tensor logits(const at::Tensor& tokens) const;
 
  private:
@@ -43,6 +51,8 @@ class LlamaModel {
 
   ModelConfig config_;
   int64_t head_dim_;
+  comm::Communicator& tp_;
+  int64_t vocab_start_;  // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]
@@ -55,7 +65,9 @@ double training_flops_per_token(const ModelConfig& config);
 
 // Fills the parameters with the layout-invariant initialisation of DESIGN §4: each full parameter
 // is drawn from Normal(0, std) with a generator seeded from (seed, canonical name), o_proj and
-// down_proj with std / sqrt(2 * layers), norms with ones; padding rows stay zero.
-void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params);
+// down_proj with std / sqrt(2 * layers), norms with ones; padding rows stay zero. Each tp rank keeps
+// its slice of the same full tensor, so every layout starts from the same weights.
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params,
+                           int tp_size = 1, int tp_rank = 0);
 
 }  // namespace atl::runtime

@@ -66,7 +66,6 @@ void require_supported_layout(const ParallelConfig& p) {
                                  " is not supported by this build of Atoll yet; set parallel." + field +
                                  " to its default");
   };
-  if (p.tp != 1) throw unsupported("tp", p.tp);
   if (p.pp != 1) throw unsupported("pp", p.pp);
   if (p.islands != 1) throw unsupported("islands", p.islands);
   if (p.zero != 0) throw unsupported("zero", p.zero);
@@ -150,10 +149,11 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.log(config_table(config));
   s.log(table);
 
-  s.params = std::make_unique<parallel::FlatParameters>(backward_order(LlamaModel::param_infos(config.model)),
-                                                        at::kFloat);
-  initialize_parameters(config.model, config.run.seed, *s.params);
-  s.model = std::make_unique<LlamaModel>(config.model, *s.params);
+  const int tp_size = config.parallel.tp, tp_rank = s.mesh->coord().tp;
+  s.params = std::make_unique<parallel::FlatParameters>(
+      backward_order(LlamaModel::param_infos(config.model, tp_size)), at::kFloat);
+  initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
+  s.model = std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp());
   s.reducer = std::make_unique<parallel::DataParallelReducer>(
       *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
   s.optimizer =

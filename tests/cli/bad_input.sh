@@ -62,7 +62,8 @@ expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"
 expect_error wrong_magic "expected 20240520 \(uint16\) or 20240801 \(uint32\)" 2 train "$work/tiny.yaml" --set data.train=$work/garbage.bin
 expect_error vocab "contains token id 122 but model.vocab = 100; set model.vocab to at least 123" 2 train "$work/tiny.yaml" --set model.vocab=100 2>/dev/null
-expect_error unsupported "parallel.tp = 2 is not supported by this build" 4 train "$work/tiny.yaml" --set parallel.tp=2
+expect_error unsupported "parallel.pp = 2 is not supported by this build" 4 train "$work/tiny.yaml" --set parallel.pp=2
+expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1,6 +1,6 @@
 # Multi-rank tests and the rank counts each runs with (see atoll_mpi_test in tests/CMakeLists.txt).
 atoll_mpi_test(test_communicator NP 2 4 DEPS atoll_comm)
 atoll_mpi_test(test_device_mesh NP 8 DEPS atoll_comm)
-atoll_mpi_test(test_data_parallel_parity NP 2 4 TIMEOUT 600)
+atoll_mpi_test(test_layout_parity NP 2 4 TIMEOUT 600)
 atoll_mpi_test(test_grad_clip NP 2 DEPS atoll_optim)
 atoll_mpi_test(test_tensor_parallel NP 2 4 DEPS atoll_parallel)

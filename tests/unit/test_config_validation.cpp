@@ -106,7 +106,7 @@ TEST(Config, EveryProblemIsReportedAtOnce) {
 TEST(Config, LayoutMustMatchTheLaunchedRanks) {
   Config c = parse_config(kContract);
   EXPECT_TRUE(atl::runtime::validate_layout(c, 2).empty());
-  const auto mismatch = atl::runtime::validate_layout(parse_config(kContract, {"parallel.tp=3"}), 4);
+  const auto mismatch = atl::runtime::validate_layout(parse_config(kContract, {"parallel.islands=3"}), 4);
   ASSERT_EQ(mismatch.size(), 1u);
   EXPECT_NE(mismatch[0].find("parallel: islands*pp*dp*tp = 6 but 4 ranks were launched"), std::string::npos);
 
@@ -116,6 +116,12 @@ TEST(Config, LayoutMustMatchTheLaunchedRanks) {
   EXPECT_NE(indivisible[0].find(
                 "train.global_batch = 10 is not divisible by parallel.dp*parallel.microbatches = 4"),
             std::string::npos);
+  const auto tp =
+      atl::runtime::validate_layout(parse_config(kContract, {"parallel.tp=16", "parallel.dp=1"}), 16);
+  ASSERT_EQ(tp.size(), 2u);  // heads 8 and kv_heads 8; ffn 688 = 16 * 43 divides
+  EXPECT_NE(tp[0].find("model.heads = 8 is not divisible by parallel.tp = 16"), std::string::npos) << tp[0];
+  EXPECT_NE(tp[1].find("model.kv_heads = 8 is not divisible by parallel.tp = 16"), std::string::npos)
+      << tp[1];
   const auto heads = atl::runtime::validate_layout(parse_config(kContract, {"model.kv_heads=3"}), 2);
   ASSERT_EQ(heads.size(), 1u);
   EXPECT_NE(heads[0].find("kv_heads must divide heads"), std::string::npos);
