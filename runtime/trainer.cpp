@@ -173,10 +173,11 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     std::ofstream(config.run.dir + "/config.yaml") << config_to_yaml(config);
     s.metrics = std::make_unique<MetricsLog>(config.run.dir + "/metrics.jsonl");
     char line[200];
-    std::snprintf(
-        line, sizeof line, "model: %lld parameters (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
-        static_cast<long long>(s.params->numel()),
-        format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9, world.size());
+    std::snprintf(line, sizeof line,
+                  "model: %lld parameters per rank (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
+                  static_cast<long long>(s.params->numel()),
+                  format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9,
+                  world.size());
     s.log(line);
   } else {
     s.metrics = std::make_unique<MetricsLog>("");
@@ -238,6 +239,7 @@ StepMetrics Trainer::train_step() {
   m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * ranks);
   m.comm_bytes = total_comm_bytes(*s.mesh) - bytes_before;
   m.rss_bytes = resident_memory_bytes();
+  m.param_bytes = static_cast<uint64_t>(s.params->values().nbytes());
   return m;
 }
 
