@@ -26,6 +26,48 @@ at::Tensor all_reduced(const at::Tensor& x, comm::Communicator& tp,
   return out;
 }
 
+// [batch, seq, ...] <-> [seq, batch, ...]: with the sequence outermost, a rank's sequence shard is
+// one contiguous block of the flat tensor, which is what the communicator's shards are.
+at::Tensor gather_seq_impl(const at::Tensor& shard, comm::Communicator& tp) {
+  const at::Tensor seq_major = shard.transpose(0, 1).contiguous();
+  std::vector<int64_t> full_shape = seq_major.sizes().vec();
+  full_shape[0] *= tp.size();
+  at::Tensor full = at::empty(full_shape, seq_major.options());
+  tp.all_gather(seq_major.view({-1}), full.view({-1}))->wait();
+  return full.transpose(0, 1);
+}
+
+at::Tensor reduce_scatter_seq_impl(const at::Tensor& x, comm::Communicator& tp) {
+  const at::Tensor seq_major = x.transpose(0, 1).contiguous();
+  std::vector<int64_t> shard_shape = seq_major.sizes().vec();
+  shard_shape[0] /= tp.size();
+  at::Tensor shard = at::empty(shard_shape, seq_major.options());
+  tp.reduce_scatter(seq_major.view({-1}), shard.view({-1}), comm::ReduceOp::kSum)->wait();
+  return shard.transpose(0, 1);
+}
+
+class GatherSequence : public torch::autograd::Function<GatherSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, comm::Communicator* tp) {
+    save_group(ctx, *tp);
+    return gather_seq_impl(x, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_seq_impl(grads[0], saved_group(ctx)), at::Tensor()};
+  }
+};
+
+class ReduceScatterSequence : public torch::autograd::Function<ReduceScatterSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, comm::Communicator* tp) {
+    save_group(ctx, *tp);
+    return reduce_scatter_seq_impl(x, *tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gather_seq_impl(grads[0], saved_group(ctx)), at::Tensor()};
+  }
+};
+
 class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, comm::Communicator* tp) {
@@ -117,20 +159,30 @@ at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weig
   return reduce_from_tp_region(at::linear(x_shard, weight_shard), tp);
 }
 
+at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp) {
+  if (tp.size() == 1) return x_shard;
+  return GatherSequence::apply(x_shard, &tp);
+}
+
+at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp) {
+  if (tp.size() == 1) return x;
+  return ReduceScatterSequence::apply(x, &tp);
+}
+
 VocabShard vocab_shard(int64_t padded_vocab, int tp_size, int tp_rank) {
   const int64_t rows = padded_vocab / tp_size;
   return {rows * tp_rank, rows};
 }
 
 at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight_shard,
-                                    int64_t vocab_start, comm::Communicator& tp) {
+                                    int64_t vocab_start, comm::Communicator& tp, bool sequence_parallel) {
   if (tp.size() == 1) return at::embedding(weight_shard, ids);
   const int64_t rows = weight_shard.size(0);
   const at::Tensor local = ids - vocab_start;
   const at::Tensor outside = local.lt(0) | local.ge(rows);
   at::Tensor out = at::embedding(weight_shard, local.masked_fill(outside, 0));
   out = out.masked_fill(outside.unsqueeze(-1), 0.0);
-  return reduce_from_tp_region(out, tp);
+  return sequence_parallel ? reduce_scatter_sequence(out, tp) : reduce_from_tp_region(out, tp);
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits_shard, const at::Tensor& targets,

@@ -28,6 +28,15 @@ at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight_
 at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weight_shard,
                                comm::Communicator& tp);
 
+// Sequence parallelism (Megatron-SP): activations outside attention and MLP are split along the
+// sequence (dim 1 of [batch, seq, hidden]); these gather the sequence before a column-parallel
+// layer and reduce-scatter it after a row-parallel one, replacing copy_to / reduce_from.
+//   gather_sequence          forward all-gather,     backward reduce-scatter
+//   reduce_scatter_sequence  forward reduce-scatter, backward all-gather
+// The sequence length must divide by the group size.
+at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp);
+at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp);
+
 // The vocabulary rows [vocab_start, vocab_start + rows) this rank holds of a padded vocabulary.
 struct VocabShard {
   int64_t start;
@@ -36,9 +45,11 @@ struct VocabShard {
 VocabShard vocab_shard(int64_t padded_vocab, int tp_size, int tp_rank);
 
 // Embedding lookup with the table split by rows: ids outside this rank's rows contribute zeros,
-// and an all-reduce over the group completes every row.
+// and an all-reduce over the group completes every row (with sequence parallelism, a reduce-scatter
+// along the sequence).
 at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight_shard,
-                                    int64_t vocab_start, comm::Communicator& tp);
+                                    int64_t vocab_start, comm::Communicator& tp,
+                                    bool sequence_parallel = false);
 
 // Mean cross-entropy over targets != ignore_index, from logits split by vocabulary columns
 // ([tokens, rows] per rank, columns >= `vocab` -- padding -- excluded). Forward all-reduces the

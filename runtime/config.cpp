@@ -168,6 +168,7 @@ const std::vector<Field>& fields() {
                    {"gpipe", "1f1b", "interleaved"}),
         make_field("parallel", "virtual_stages", &C::parallel, &ParallelConfig::virtual_stages, 1),
         make_field("parallel", "bucket_mb", &C::parallel, &ParallelConfig::bucket_mb, 1e-6),
+        make_field("parallel", "sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel),
         make_field("train", "steps", &C::train, &TrainConfig::steps, 1),
         make_field("train", "global_batch", &C::train, &TrainConfig::global_batch, 1),
         make_field("train", "log_every", &C::train, &TrainConfig::log_every, 1),
@@ -348,6 +349,10 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
     problems.push_back("config: model.heads = " + std::to_string(m.heads) +
                        " is not divisible by model.kv_heads = " + std::to_string(m.kv_heads) +
                        "; kv_heads must divide heads");
+  if (p.sequence_parallel && m.seq % p.tp != 0)
+    problems.push_back("config: model.seq = " + std::to_string(m.seq) +
+                       " is not divisible by parallel.tp = " + std::to_string(p.tp) +
+                       "; sequence parallelism splits the sequence evenly, so pick a tp that divides it");
   // Tensor parallelism splits heads, kv heads and the MLP width over tp ranks.
   for (const auto& [field, value] : {std::pair<const char*, int>{"model.heads", m.heads},
                                      {"model.kv_heads", m.kv_heads},

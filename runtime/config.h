@@ -40,6 +40,7 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   int virtual_stages = 1;
   double bucket_mb = 25.0;
+  bool sequence_parallel = false;  // Megatron-SP over the tp group
 };
 
 struct TrainConfig {

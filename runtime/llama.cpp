@@ -106,10 +106,11 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 }
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
-                       comm::Communicator& tp)
+                       comm::Communicator& tp, bool sequence_parallel)
     : config_(config),
       head_dim_(config.dim / config.heads),
       tp_(tp),
+      sequence_parallel_(sequence_parallel && tp.size() > 1),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   embed_ = params.value("model.embed_tokens.weight");
   for (int i = 0; i < config.layers; ++i) {
@@ -137,16 +138,28 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   causal_mask_ = at::full({config.seq, config.seq}, -std::numeric_limits<float>::infinity(), f32).triu(1);
 }
 
-at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {
+  return sequence_parallel_ ? parallel::gather_sequence(x, tp_) : parallel::copy_to_tp_region(x, tp_);
+}
+
+at::Tensor LlamaModel::exit_tp(const at::Tensor& partial) const {
+  return sequence_parallel_ ? parallel::reduce_scatter_sequence(partial, tp_)
+                            : parallel::reduce_from_tp_region(partial, tp_);
+}
+
+at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in) const {
+  // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
+  // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
+  const at::Tensor weight = sequence_parallel_ ? parallel::copy_to_tp_region(weight_in, tp_) : weight_in;
   return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps) * weight;
 }
 
 at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
-  const int64_t batch = x.size(0), seq = x.size(1);
+  // Column-parallel q/k/v: this rank's heads only, over the whole sequence.
+  const at::Tensor x_tp = enter_tp(x);
+  const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
   const int64_t heads = layer.wq.size(0) / head_dim_, kv_heads = layer.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
-  // Column-parallel q/k/v: this rank's heads only (x enters the tensor-parallel region once).
-  const at::Tensor x_tp = parallel::copy_to_tp_region(x, tp_);
   at::Tensor q = at::linear(x_tp, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
   at::Tensor k = at::linear(x_tp, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   at::Tensor v = at::linear(x_tp, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
@@ -159,19 +172,19 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   }
   at::Tensor out = causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
   out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
-  return parallel::row_parallel_linear(out, layer.wo, tp_);
+  return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
 }
 
 at::Tensor LlamaModel::logits(const at::Tensor& tokens) const {
-  at::Tensor h = parallel::vocab_parallel_embedding(tokens, embed_, vocab_start_, tp_);
+  at::Tensor h = parallel::vocab_parallel_embedding(tokens, embed_, vocab_start_, tp_, sequence_parallel_);
   for (const Layer& layer : layers_) {
     h = h + attention(layer, rms_norm(h, layer.input_norm));
     // SwiGLU: gate and up column-parallel, down row-parallel.
-    const at::Tensor x = parallel::copy_to_tp_region(rms_norm(h, layer.post_norm), tp_);
-    h = h + parallel::row_parallel_linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up),
-                                          layer.w_down, tp_);
+    const at::Tensor x = enter_tp(rms_norm(h, layer.post_norm));
+    h = h +
+        exit_tp(at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down));
   }
-  return parallel::column_parallel_linear(rms_norm(h, final_norm_), lm_head_, tp_);
+  return at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
 }
 
 at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {

@@ -28,7 +28,9 @@ class LlamaModel {
   // `tp`: the tensor-parallel group (size 1 for none). Attention heads, kv heads, the MLP width and
   // the vocabulary rows are split over it (Megatron: q/k/v, gate/up and the LM head
   // column-parallel, o_proj and down_proj row-parallel, the embedding vocabulary-parallel).
-  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp);
+  // With `sequence_parallel`, activations outside attention and MLP hold seq/tp positions per rank.
+  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
+             bool sequence_parallel = false);
 
   // This rank's piece of every parameter at tensor-parallel size `tp`, in forward order.
   static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config, int tp = 1);
@@ -48,10 +50,16 @@ class LlamaModel {
   };
   at::Tensor attention(const Layer& layer, const at::Tensor& x) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  // Into the tensor-parallel region before a column-parallel layer, and out of it after a
+  // row-parallel one: copy / all-reduce, or with sequence parallelism all-gather / reduce-scatter
+  // along the sequence.
+  at::Tensor enter_tp(const at::Tensor& x) const;
+  at::Tensor exit_tp(const at::Tensor& partial) const;
 
   ModelConfig config_;
   int64_t head_dim_;
   comm::Communicator& tp_;
+  bool sequence_parallel_;
   int64_t vocab_start_;  // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;

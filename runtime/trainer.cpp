@@ -153,7 +153,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.params = std::make_unique<parallel::FlatParameters>(
       backward_order(LlamaModel::param_infos(config.model, tp_size)), at::kFloat);
   initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
-  s.model = std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp());
+  s.model =
+      std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(), config.parallel.sequence_parallel);
   s.reducer = std::make_unique<parallel::DataParallelReducer>(
       *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
   s.optimizer =

@@ -52,6 +52,7 @@ RunResult train(const Config& config, const atl::comm::MpiCommunicator& comm) {
 RunResult train_single_rank(Config config) {
   config.parallel.dp = 1;
   config.parallel.tp = 1;
+  config.parallel.sequence_parallel = false;
   config.parallel.microbatches = 1;
   config.run.dir += "-single";
   MPI_Comm self;
@@ -135,6 +136,17 @@ TEST(TensorParallelParity, MatchesOneRank) {
   config.model.heads = 4;
   config.model.kv_heads = 4;
   config.parallel.tp = world->size();
+  config.optim.grad_clip = 0.0;
+  expect_parity(config);
+}
+
+TEST(TensorParallelParity, SequenceParallelMatchesOneRank) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tp-sp"));
+  config.model.heads = 4;
+  config.model.kv_heads = 4;
+  config.parallel.tp = world->size();
+  config.parallel.sequence_parallel = true;
   config.optim.grad_clip = 0.0;
   expect_parity(config);
 }

@@ -112,3 +112,24 @@ TEST(TensorParallel, VocabParallelCrossEntropyMatchesDenseWithPaddingAndIgnoredL
   expect_close(loss, dense, "loss");
   expect_close(tp_logits.grad(), dense_logits.grad().narrow(1, shard.start, shard.rows), "logit grad");
 }
+
+TEST(TensorParallel, SequenceGatherAndReduceScatterAreAdjoint) {
+  auto tp = tp_group();
+  const int64_t seq = 4 * tp->size(), piece = seq / tp->size(), first = piece * tp->rank();
+  const at::Tensor full = shared_randn({2, seq, 3}, 10), up = shared_randn({2, seq, 3}, 11);
+
+  // gather: each rank contributes its positions; backward reduce-scatters the upstream gradient.
+  at::Tensor shard = leaf(full.narrow(1, first, piece));
+  const at::Tensor gathered = atl::parallel::gather_sequence(shard, *tp);
+  (gathered * up).sum().backward();
+  expect_close(gathered, full, "gathered sequence");
+  expect_close(shard.grad(), up.narrow(1, first, piece) * tp->size(), "gather backward (sum over ranks)");
+
+  // reduce-scatter: sums the ranks' tensors and keeps this rank's positions; backward all-gathers.
+  at::Tensor x = leaf(full * (tp->rank() + 1));
+  const at::Tensor scattered = atl::parallel::reduce_scatter_sequence(x, *tp);
+  (scattered * up.narrow(1, first, piece)).sum().backward();
+  const double ranks_sum = tp->size() * (tp->size() + 1) / 2.0;
+  expect_close(scattered, full.narrow(1, first, piece) * ranks_sum, "reduce-scattered sequence");
+  expect_close(x.grad(), up, "reduce-scatter backward (all-gather)");
+}
