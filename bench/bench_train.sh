@@ -15,6 +15,9 @@ rm -rf "$run_dir"
 echo "== Atoll (DP=2, 1 thread per rank)"
 OMP_NUM_THREADS=1 "$atoll" launch bench/train_dp2.yaml --set train.steps="$steps" --set run.dir="$run_dir" \
   | grep -E '^(model|step)'
+echo "== Atoll (TP=2, 1 thread per rank)"
+OMP_NUM_THREADS=1 "$atoll" launch bench/train_dp2.yaml --set train.steps="$steps" --set run.dir="$run_dir-tp2" \
+  --set parallel.dp=1 --set parallel.tp=2 | grep -E '^step'
 echo "== PyTorch DDP (gloo, 1 thread per rank), as is"
 torch_plain=$(/usr/bin/python3 bench/pytorch_llama_ddp.py --steps "$steps" --data data/brown/train.bin | tail -1)
 echo "$torch_plain"
@@ -23,8 +26,11 @@ torch_tuned=$(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 
   /usr/bin/python3 bench/pytorch_llama_ddp.py --steps "$steps" --data data/brown/train.bin | tail -1)
 echo "$torch_tuned"
 
-/usr/bin/python3 - "$run_dir/metrics.jsonl" "$torch_plain" "$torch_tuned" <<'PY'
+/usr/bin/python3 - "$run_dir/metrics.jsonl" "$torch_plain" "$torch_tuned" "$run_dir-tp2/metrics.jsonl" <<'PY'
 import json, statistics, sys
+def steady_records(path):
+    records = [json.loads(l) for l in open(path) if '"tokens_per_s"' in l]
+    return records[5:] or records
 records = [json.loads(l) for l in open(sys.argv[1]) if '"tokens_per_s"' in l]
 steady = records[5:] or records
 atoll_tps = statistics.median(r["tokens_per_s"] for r in steady)
@@ -41,4 +47,15 @@ for name, line in (("PyTorch DDP (as is)", sys.argv[2]), ("PyTorch DDP (malloc t
     tps = parse(line)
     print(f"{name:34s} {tps:10.0f} {100 * tps * flops_per_token / peak:6.1f}% {atoll_tps / tps:11.2f}")
 print(f"peak (measured matmul, all ranks): {peak / 1e9:.1f} GFLOP/s; targets: Atoll >= 1.25x PyTorch, MFU >= 70%")
+# TP=2: the bytes each rank sends per step against Megatron's analytic figure: per layer 4 all-reduces
+# of batch*seq*dim fp32 activations (2 forward, 2 backward), plus the embedding's forward and the LM
+# head's backward all-reduce; a ring all-reduce of n bytes sends 2(p-1)/p*n = n bytes at p = 2.
+tp = steady_records(sys.argv[4])
+tp_tps = statistics.median(r["tokens_per_s"] for r in tp)
+measured = statistics.median(r["comm_bytes"] for r in tp)
+activation = 16 * 256 * 256 * 4
+analytic = (4 * 4 + 2) * activation
+print(f"TP=2: {tp_tps:.0f} tokens/s ({tp_tps / atoll_tps:.2f}x DP=2); all-reduce bytes sent per rank per step "
+      f"{measured / 2**20:.1f} MiB vs analytic {analytic / 2**20:.1f} MiB (18 x batch*seq*dim*4 B; the rest is the "
+      f"cross-entropy's three [tokens] all-reduces and the grad-norm scalar)")
 PY
