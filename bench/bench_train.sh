@@ -55,6 +55,9 @@ tp_tps = statistics.median(r["tokens_per_s"] for r in tp)
 measured = statistics.median(r["comm_bytes"] for r in tp)
 activation = 16 * 256 * 256 * 4
 analytic = (4 * 4 + 2) * activation
+wait = statistics.median(r["comm_wait_s"] for r in tp)
+step = statistics.median(r["step_s"] for r in tp)
+print(f"TP=2: time blocked in communication {1e3 * wait:.0f} ms of a {1e3 * step:.0f} ms step ({100 * wait / step:.0f}%)")
 print(f"TP=2: {tp_tps:.0f} tokens/s ({tp_tps / atoll_tps:.2f}x DP=2); all-reduce bytes sent per rank per step "
       f"{measured / 2**20:.1f} MiB vs analytic {analytic / 2**20:.1f} MiB (18 x batch*seq*dim*4 B; the rest is the "
       f"cross-entropy's three [tokens] all-reduces and the grad-norm scalar)")

@@ -77,10 +77,16 @@ class ByteCounters {
   uint64_t calls(OpKind op) const { return calls_[static_cast<size_t>(op)].load(std::memory_order_relaxed); }
   uint64_t total_bytes() const;
 
+  // Time callers spent blocked waiting for this group's operations: the communication that was not
+  // hidden behind computation.
+  void add_wait(uint64_t nanoseconds) { wait_ns_.fetch_add(nanoseconds, std::memory_order_relaxed); }
+  double wait_seconds() const { return static_cast<double>(wait_ns_.load(std::memory_order_relaxed)) * 1e-9; }
+
  private:
   static constexpr size_t kOps = static_cast<size_t>(OpKind::kCount);
   std::array<std::atomic<uint64_t>, kOps> bytes_{};
   std::array<std::atomic<uint64_t>, kOps> calls_{};
+  std::atomic<uint64_t> wait_ns_{0};
 };
 
 class Communicator {

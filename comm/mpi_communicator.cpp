@@ -1,5 +1,6 @@
 #include "comm/mpi_communicator.h"
 
+#include <chrono>
 #include <climits>
 #include <stdexcept>
 #include <utility>
@@ -14,17 +15,25 @@ namespace {
 // A set of MPI requests plus what must outlive them: the tensors (so buffers stay alive),
 // count/displacement arrays of the v-collectives, and a finisher run once on completion
 // (the division of an average).
+uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
 class MpiWork final : public Work {
  public:
-  MpiWork(std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
-      : keep_alive_(std::move(keep_alive)), finish_(std::move(finish)) {}
+  // `counters` (the issuing communicator's) receive the time wait() blocks.
+  MpiWork(ByteCounters& counters, std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
+      : counters_(counters), keep_alive_(std::move(keep_alive)), finish_(std::move(finish)) {}
 
   std::vector<MPI_Request> requests;
   std::vector<int> counts, displacements;
 
   void wait() override {
     if (done_) return;
+    const auto start = std::chrono::steady_clock::now();
     MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    counters_.add_wait(elapsed_ns(start));
     complete();
   }
 
@@ -43,6 +52,7 @@ class MpiWork final : public Work {
     keep_alive_.clear();
   }
 
+  ByteCounters& counters_;
   std::vector<at::Tensor> keep_alive_;
   std::function<void()> finish_;
   bool done_ = false;
@@ -88,14 +98,17 @@ MpiCommunicator::~MpiCommunicator() {
 WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   check_contiguous(tensor, "all_reduce");
   counters_.add(OpKind::kAllReduce, ring_bytes(tensor, size_, 2));
-  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{tensor}, average_finisher(tensor, op, size_));
+  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{tensor},
+                                        average_finisher(tensor, op, size_));
   if (size_ == 1 || tensor.numel() == 0) return work;
   if (tensor.nbytes() <= kBlockingAllReduceBytes) {
     // Latency-bound sizes: the blocking collective is faster and there is little to overlap. Every
     // rank makes the same choice for the same size, so blocking and non-blocking calls still match.
+    const auto start = std::chrono::steady_clock::now();
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
                             runtime_.datatype(tensor.scalar_type()),
                             runtime_.reduce_op(tensor.scalar_type(), op), comm_));
+    counters_.add_wait(elapsed_ns(start));
     work->wait();
     return work;
   }
@@ -109,8 +122,8 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
 WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
   check_shard("reduce_scatter", input, output, size_, rank_);
   counters_.add(OpKind::kReduceScatter, ring_bytes(input, size_, 1));
-  auto work =
-      std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output}, average_finisher(output, op, size_));
+  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{input, output},
+                                        average_finisher(output, op, size_));
   if (size_ == 1) {
     output.copy_(input);
     return work;
@@ -130,7 +143,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& o
   check_shard("all_gather", output, input, size_, rank_);
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
   counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
-  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{input, output});
+  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{input, output});
   if (size_ == 1) {
     output.copy_(input);
     return work;
@@ -155,7 +168,7 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
     throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside group of " +
                                 std::to_string(size_));
   counters_.add(OpKind::kBroadcast, ring_bytes(tensor, size_, 1));
-  auto work = std::make_shared<MpiWork>(std::vector<at::Tensor>{tensor});
+  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{tensor});
   if (size_ == 1 || tensor.numel() == 0) return work;
   work->requests.resize(1);
   MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), checked_count(tensor.numel(), "broadcast"),
@@ -166,7 +179,7 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
 WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
   std::vector<at::Tensor> tensors;
   for (const P2POp& op : ops) tensors.push_back(op.tensor);
-  auto work = std::make_shared<MpiWork>(std::move(tensors));
+  auto work = std::make_shared<MpiWork>(counters_, std::move(tensors));
   work->requests.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& op = ops[i];
@@ -190,7 +203,9 @@ WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
 
 void MpiCommunicator::barrier() {
   counters_.add(OpKind::kBarrier, 0);
+  const auto start = std::chrono::steady_clock::now();
   MPI_CHECK(MPI_Barrier(comm_));
+  counters_.add_wait(elapsed_ns(start));
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, std::string name) const {

@@ -19,9 +19,10 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double mfu = 0.0;  // fraction of the measured matrix-product peak
   double step_seconds = 0.0;
-  uint64_t comm_bytes = 0;   // bytes this rank sent in the step (all groups)
-  uint64_t rss_bytes = 0;    // resident memory of this process
-  uint64_t param_bytes = 0;  // this rank's parameters (its tensor-parallel shard)
+  double comm_wait_seconds = 0.0;  // time blocked on communication in the step (not overlapped)
+  uint64_t comm_bytes = 0;         // bytes this rank sent in the step (all groups)
+  uint64_t rss_bytes = 0;          // resident memory of this process
+  uint64_t param_bytes = 0;        // this rank's parameters (its tensor-parallel shard)
 };
 
 // A JSON object written field by field; numbers with round-trip precision.

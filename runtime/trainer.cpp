@@ -45,13 +45,23 @@ std::vector<optim::DecaySegment> decay_segments(const parallel::FlatParameters& 
   return segments;
 }
 
-uint64_t total_comm_bytes(const comm::DeviceMesh& mesh) {
-  uint64_t total = 0;
+// Totals over every group of the mesh: bytes sent and seconds blocked waiting.
+struct CommTotals {
+  uint64_t bytes = 0;
+  double wait_seconds = 0.0;
+};
+
+CommTotals comm_totals(const comm::DeviceMesh& mesh) {
+  CommTotals totals;
+  auto add = [&totals](const comm::Communicator& group) {
+    totals.bytes += group.bytes().total_bytes();
+    totals.wait_seconds += group.bytes().wait_seconds();
+  };
   for (comm::GroupKind kind : {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp,
                                comm::GroupKind::kIsland, comm::GroupKind::kModel})
-    total += mesh.group(kind).bytes().total_bytes();
-  if (mesh.embedding()) total += mesh.embedding()->bytes().total_bytes();
-  return total;
+    add(mesh.group(kind));
+  if (mesh.embedding()) add(*mesh.embedding());
+  return totals;
 }
 
 void throw_if_invalid(const Config& config, int world_size) {
@@ -201,7 +211,7 @@ StepMetrics Trainer::train_step() {
   State& s = *state_;
   const Config& c = s.config;
   const auto t0 = Clock::now();
-  const uint64_t bytes_before = total_comm_bytes(*s.mesh);
+  const CommTotals comm_before = comm_totals(*s.mesh);
   const int microbatches = c.parallel.microbatches;
 
   s.params->zero_grads();
@@ -238,7 +248,9 @@ StepMetrics Trainer::train_step() {
   m.tokens_per_s = tokens / m.step_seconds;
   const int ranks = s.mesh->shape().world_size();
   m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * ranks);
-  m.comm_bytes = total_comm_bytes(*s.mesh) - bytes_before;
+  const CommTotals comm_after = comm_totals(*s.mesh);
+  m.comm_bytes = comm_after.bytes - comm_before.bytes;
+  m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
   m.rss_bytes = resident_memory_bytes();
   m.param_bytes = static_cast<uint64_t>(s.params->values().nbytes());
   return m;
