@@ -106,66 +106,61 @@ void expect_parity(const Config& config) {
 
 }  // namespace
 
+// The tiny config on its own data, laid out as dp x tp over all launched ranks.
+Config layout(const std::string& tag, int tp) {
+  const int world_size = atl::test::MpiTestEnv::runtime().world()->size();
+  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset(tag));
+  config.parallel.tp = tp;
+  config.parallel.dp = world_size / tp;
+  return config;
+}
+
+int world_size() {
+  return atl::test::MpiTestEnv::runtime().world()->size();
+}
+
 TEST(DataParallelParity, MatchesOneRank) {
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("dp"));
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  config.parallel.dp = world->size();
+  Config config = layout("dp", 1);
   config.optim.grad_clip = 0.0;  // unclipped, so the gradients compared are the raw dp average
   expect_parity(config);
 }
 
 TEST(DataParallelParity, GradientAccumulationMatchesOneRank) {
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("accum"));
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  config.parallel.dp = world->size();
+  Config config = layout("accum", 1);
   config.parallel.microbatches = 2;
   expect_parity(config);
 }
 
 TEST(DataParallelParity, TiedEmbeddingsMatchOneRank) {
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tied"));
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  config.parallel.dp = world->size();
+  Config config = layout("tied", 1);
   config.model.tie_embeddings = true;
   expect_parity(config);
 }
 
 TEST(TensorParallelParity, MatchesOneRank) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tp"));
-  config.model.heads = 4;
-  config.model.kv_heads = 4;
-  config.parallel.tp = world->size();
+  Config config = layout("tp", world_size());
+  config.model.heads = config.model.kv_heads = 4;
   config.optim.grad_clip = 0.0;
   expect_parity(config);
 }
 
 TEST(TensorParallelParity, SequenceParallelMatchesOneRank) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tp-sp"));
-  config.model.heads = 4;
-  config.model.kv_heads = 4;
-  config.parallel.tp = world->size();
+  Config config = layout("tp-sp", world_size());
+  config.model.heads = config.model.kv_heads = 4;
   config.parallel.sequence_parallel = true;
   config.optim.grad_clip = 0.0;
   expect_parity(config);
 }
 
 TEST(TensorParallelParity, TiedEmbeddingsAndGroupedQueryAttentionMatchOneRank) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tp-tied"));
+  Config config = layout("tp-tied", world_size());
   config.model.heads = 8;
-  config.model.kv_heads = world->size();  // GQA with one kv head per tp rank
+  config.model.kv_heads = world_size();  // GQA with one kv head per tp rank
   config.model.tie_embeddings = true;
-  config.parallel.tp = world->size();
   expect_parity(config);
 }
 
 TEST(TensorParallelParity, TwoByDataParallelMatchesOneRank) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
-  if (world->size() < 4) GTEST_SKIP() << "TP=2 x DP=2 needs 4 ranks";
-  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset("tpdp"));
-  config.parallel.tp = 2;
-  config.parallel.dp = world->size() / 2;
-  expect_parity(config);
+  if (world_size() < 4) GTEST_SKIP() << "TP=2 x DP=2 needs 4 ranks";
+  expect_parity(layout("tpdp", 2));
 }
