@@ -3,42 +3,35 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace atl::runtime {
 namespace {
 
-// One config field: how to read it from YAML (appending problems) and how to print it.
-struct Field {
-  std::string section, key;
-  std::function<void(Config&, const YAML::Node&, std::vector<std::string>&)> read;
-  std::function<std::string(const Config&)> show;
-  std::string name() const { return section + "." + key; }
-};
+using Problems = std::vector<std::string>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string quoted(const YAML::Node& node) {
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  std::ostringstream out;
-  out << YAML::Dump(node);
-  return out.str();
-}
+// ---- Formatting ------------------------------------------------------------------------------------
 
-// The shortest decimal that reads back as the same double (3e-4, not 0.00029999999999999997).
-std::string format_double(double v) {
-  std::string s;
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::ostringstream out;
-    out.precision(precision);
-    out << v;
-    s = out.str();
-    if (std::stod(s) == v) break;
-  }
-  // Keep YAML typing: a whole number like 25 must stay a float when read back.
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
+// The shortest decimal that reads back as the same double (0.0003, not 0.00029999999999999997),
+// positional for ordinary magnitudes and scientific (3e-05) for tiny or huge ones, as %g does.
+std::string shortest(double v) {
+  const bool positional = v == 0 || (std::fabs(v) >= 1e-4 && std::fabs(v) < 1e15);
+  char buffer[400];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, v,
+                                 positional ? std::chars_format::fixed : std::chars_format::scientific)
+                       .ptr;
+  return std::string(buffer, end);
 }
 
 template <typename T>
@@ -46,177 +39,271 @@ std::string show_value(const T& v) {
   if constexpr (std::is_same_v<T, bool>)
     return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, double>)
-    return format_double(v);
+    return shortest(v);
   else if constexpr (std::is_same_v<T, std::string>)
     return v;
   else
     return std::to_string(v);
 }
 
-const char* type_hint(const std::string& type) {
-  if (type == "an integer") return "e.g. 256";
-  if (type == "a number") return "e.g. 3.0e-4";
-  if (type == "a boolean") return "true or false";
-  return "e.g. a word or path";
-}
-
-// A numeric or string field bound to `Section Config::*section_member` / `T Section::*member`,
-// with an inclusive range (numbers) or a set of allowed values (strings).
-template <typename Section, typename T>
-Field make_field(const char* section, const char* key, Section Config::*section_member, T Section::*member,
-                 double min = -std::numeric_limits<double>::infinity(),
-                 double max = std::numeric_limits<double>::infinity(),
-                 std::vector<std::string> choices = {}) {
-  Field f;
-  f.section = section;
-  f.key = key;
-  const std::string name = f.name();
-  f.read = [=](Config& c, const YAML::Node& node, std::vector<std::string>& problems) {
-    const std::string type = std::is_same_v<T, bool>       ? "a boolean"
-                             : std::is_integral_v<T>       ? "an integer"
-                             : std::is_floating_point_v<T> ? "a number"
-                                                           : "a string";
-    T value;
+// A value as YAML. A double always has a '.' in its mantissa (25.0, 1.0e-05), which YAML 1.1
+// readers such as PyYAML need to see a float; a string that would not read back as itself when
+// plain ("~", "a: b", " x") is double-quoted.
+template <typename T>
+std::string yaml_value(const T& v) {
+  std::string s = show_value(v);
+  if constexpr (std::is_same_v<T, double>) {
+    if (std::isfinite(v) && s.find('.') == std::string::npos) s.insert(std::min(s.find('e'), s.size()), ".0");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    bool plain_ok = false;
     try {
-      if (!node.IsScalar()) throw YAML::Exception(YAML::Mark(), "not a scalar");
-      value = node.as<T>();
+      const YAML::Node node = YAML::Load("k: " + s)["k"];
+      plain_ok = node.IsScalar() && node.Scalar() == s;
     } catch (const YAML::Exception&) {
-      problems.push_back("config: " + name + " = " + quoted(node) + " is not " + type + "; write " + name +
-                         ": " + type_hint(type));
-      return;
     }
-    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-      const double v = static_cast<double>(value);
-      if (v < min || v > max || std::isnan(v)) {
-        std::string range =
-            max == std::numeric_limits<double>::infinity()
-                ? ">= " + show_value(static_cast<T>(min))
-                : "in [" + show_value(static_cast<T>(min)) + ", " + show_value(static_cast<T>(max)) + "]";
-        problems.push_back("config: " + name + " = " + show_value(value) + " must be " + range + "; set " +
-                           name + " to a value " + range);
-        return;
-      }
+    if (!plain_ok) {
+      YAML::Emitter out;
+      out << YAML::DoubleQuoted << s;
+      s = out.c_str();
     }
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
-        std::string list;
-        for (const std::string& ch : choices) list += (list.empty() ? "" : ", ") + ch;
-        problems.push_back("config: " + name + " = '" + value + "' is not one of " + list +
-                           "; pick one of them");
-        return;
-      }
-    }
-    c.*section_member.*member = value;
-  };
-  f.show = [=](const Config& c) { return show_value(c.*section_member.*member); };
-  return f;
+  }
+  return s;
 }
 
-// optim.betas: a two-element list mapped to beta1 / beta2.
+// A YAML node as the user wrote it, on one line: 'abc', [1, 2], {a: 1}.
+std::string quoted(const YAML::Node& node) {
+  if (node.IsNull()) return "null";
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+std::string joined(const std::vector<std::string>& items, const std::string& separator) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
+  return text;
+}
+
+// ---- Field descriptors -----------------------------------------------------------------------------
+
+// The values a numeric field accepts: an interval whose ends may be open ("> 0", "[0, 1)").
+struct Range {
+  double min = -kInf;
+  double max = kInf;
+  bool min_open = false;
+  bool max_open = false;
+
+  bool contains(double v) const { return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max); }
+  // ">= 1", "> 0", "in [0, 3]", "in [0, 1)".
+  std::string describe() const {
+    if (max == kInf) return (min_open ? "> " : ">= ") + shortest(min);
+    return std::string("in ") + (min_open ? "(" : "[") + shortest(min) + ", " + shortest(max) +
+           (max_open ? ")" : "]");
+  }
+  // What to set instead: "a positive integer", "0 or more", "a value in [0, 3]".
+  std::string advice(bool integer) const {
+    if (max != kInf) return "a value " + describe();
+    if (min == 0 && min_open) return "a positive number";
+    if (min == 1 && integer) return "a positive integer";
+    return min_open ? "a number above " + shortest(min) : shortest(min) + " or more";
+  }
+};
+Range at_least(double min) {
+  return {min, kInf, false, false};
+}
+Range above(double min) {
+  return {min, kInf, true, false};
+}
+Range between(double min, double max) {
+  return {min, max, false, false};
+}
+
+// What one field accepts, for checking a value and wording its problem.
+struct Rule {
+  std::string name;                  // "model.dim"
+  Range range;                       // numbers
+  std::vector<std::string> choices;  // strings; empty: any non-empty string
+  std::string example;               // the default, shown in fixes
+};
+
+// Every value problem names the field and the value first: "config: model.dim = 'abc' <what>".
+std::string problem(const Rule& rule, const std::string& value, const std::string& what) {
+  return "config: " + rule.name + " = " + value + " " + what;
+}
+std::string write_example(const Rule& rule) {
+  return "write e.g. " + rule.name + ": " + rule.example;
+}
+
+// Each parse overload stores a valid `node` in `out` and returns "", or returns the problem line.
+std::string parse(const Rule& rule, const YAML::Node& node, bool& out) {
+  try {
+    if (node.IsScalar()) {
+      out = node.as<bool>();
+      return "";
+    }
+  } catch (const YAML::Exception&) {
+  }
+  return problem(rule, quoted(node), "is not a boolean; write " + rule.name + ": true or false");
+}
+
+// Numbers are read at the widest type, so that 1e12 for an int reads as "too large", not "not an integer".
+template <typename Wide, typename T>
+std::string parse_number(const Rule& rule, const YAML::Node& node, T& out, const std::string& kind) {
+  Wide wide{};
+  try {
+    if (!node.IsScalar()) throw YAML::Exception(YAML::Mark(), "not a scalar");
+    wide = node.as<Wide>();
+  } catch (const YAML::Exception&) {
+    return problem(rule, quoted(node), "is not " + kind + "; " + write_example(rule));
+  }
+  if (!std::isfinite(static_cast<double>(wide)))
+    return problem(rule, node.Scalar(), "is not a finite number; " + write_example(rule));
+  if (!rule.range.contains(static_cast<double>(wide)))
+    return problem(rule, node.Scalar(),
+                   "must be " + rule.range.describe() + "; set " + rule.name + " to " +
+                       rule.range.advice(std::is_integral_v<T>) + ", e.g. " + rule.example);
+  if (wide > static_cast<Wide>(std::numeric_limits<T>::max()))
+    return problem(rule, node.Scalar(),
+                   "does not fit in " + kind + "; use at most " + show_value(std::numeric_limits<T>::max()));
+  out = static_cast<T>(wide);
+  return "";
+}
+
+std::string parse(const Rule& rule, const YAML::Node& node, double& out) {
+  return parse_number<double>(rule, node, out, "a number");
+}
+std::string parse(const Rule& rule, const YAML::Node& node, int& out) {
+  return parse_number<long long>(rule, node, out, "an integer");
+}
+std::string parse(const Rule& rule, const YAML::Node& node, int64_t& out) {
+  return parse_number<long long>(rule, node, out, "an integer");
+}
+
+std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
+  if (!node.IsScalar()) return problem(rule, quoted(node), "is not a string; " + write_example(rule));
+  const std::string value = node.Scalar();
+  if (value.empty()) return problem(rule, "''", "is empty; " + write_example(rule));
+  if (!rule.choices.empty() &&
+      std::find(rule.choices.begin(), rule.choices.end(), value) == rule.choices.end())
+    return problem(rule, "'" + value + "'",
+                   "is not one of " + joined(rule.choices, ", ") + "; set " + rule.name +
+                       " to one of them, e.g. " + rule.example);
+  out = value;
+  return "";
+}
+
+// One config field bound to a member of Config: how to read it from YAML and how to print it.
+struct Field {
+  std::string section, key;
+  // Stores the value in the config and returns "", or returns the problem line.
+  std::function<std::string(Config&, const YAML::Node&)> read;
+  std::function<std::string(const Config&)> show;  // as YAML
+  std::string name() const { return section + "." + key; }
+};
+
+// Makes the fields of one section: `model("dim", &ModelConfig::dim, at_least(1))`.
+template <typename Section>
+struct SectionFields {
+  const char* section;
+  Section Config::*member;
+
+  template <typename T>
+  Field operator()(const char* key, T Section::*field, Range range = {},
+                   std::vector<std::string> choices = {}) const {
+    const auto sec = member;
+    Rule rule{std::string(section) + "." + key, range, std::move(choices), show_value(Config{}.*sec.*field)};
+    Field f{section, key, nullptr, nullptr};
+    f.read = [sec, field, rule](Config& c, const YAML::Node& node) {
+      T value{};
+      std::string problem = parse(rule, node, value);
+      if (problem.empty()) c.*sec.*field = value;
+      return problem;
+    };
+    f.show = [sec, field](const Config& c) { return yaml_value(c.*sec.*field); };
+    return f;
+  }
+};
+
+// optim.betas: a list of two numbers in [0, 1), mapped to beta1 / beta2.
 Field betas_field() {
-  Field f;
-  f.section = "optim";
-  f.key = "betas";
-  f.read = [](Config& c, const YAML::Node& node, std::vector<std::string>& problems) {
+  Field f{"optim", "betas", nullptr, nullptr};
+  f.read = [](Config& c, const YAML::Node& node) -> std::string {
+    double b[2];
     try {
       if (!node.IsSequence() || node.size() != 2) throw YAML::Exception(YAML::Mark(), "not a pair");
-      const double b1 = node[0].as<double>(), b2 = node[1].as<double>();
-      if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) {
-        problems.push_back("config: optim.betas = [" + show_value(b1) + ", " + show_value(b2) +
-                           "] must both be in [0, 1); e.g. optim.betas: [0.9, 0.95]");
-        return;
-      }
-      c.optim.beta1 = b1;
-      c.optim.beta2 = b2;
+      b[0] = node[0].as<double>();
+      b[1] = node[1].as<double>();
     } catch (const YAML::Exception&) {
-      problems.push_back("config: optim.betas = " + quoted(node) +
-                         " is not a list of two numbers; write optim.betas: [0.9, 0.95]");
+      return "config: optim.betas = " + quoted(node) +
+             " is not a list of two numbers; write optim.betas: [0.9, 0.95]";
     }
+    const Range unit{0, 1, false, true};
+    if (!unit.contains(b[0]) || !unit.contains(b[1]))
+      return "config: optim.betas = [" + shortest(b[0]) + ", " + shortest(b[1]) + "] must both be " +
+             unit.describe() + "; write e.g. optim.betas: [0.9, 0.95]";
+    c.optim.beta1 = b[0];
+    c.optim.beta2 = b[1];
+    return "";
   };
   f.show = [](const Config& c) {
-    return "[" + show_value(c.optim.beta1) + ", " + show_value(c.optim.beta2) + "]";
+    return "[" + yaml_value(c.optim.beta1) + ", " + yaml_value(c.optim.beta2) + "]";
   };
   return f;
 }
 
+// Every field, in the order of the YAML contract; parsing, the table and the saved YAML all use it.
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    using C = Config;
+    const SectionFields<RunConfig> run{"run", &Config::run};
+    const SectionFields<ModelConfig> model{"model", &Config::model};
+    const SectionFields<ParallelConfig> parallel{"parallel", &Config::parallel};
+    const SectionFields<TrainConfig> train{"train", &Config::train};
+    const SectionFields<OptimConfig> optim{"optim", &Config::optim};
+    const SectionFields<DataConfig> data{"data", &Config::data};
     return std::vector<Field>{
-        make_field("run", "dir", &C::run, &RunConfig::dir),
-        make_field("run", "seed", &C::run, &RunConfig::seed, 0),
-        make_field("run", "threads", &C::run, &RunConfig::threads, 0),
-        make_field("model", "vocab", &C::model, &ModelConfig::vocab, 2),
-        make_field("model", "dim", &C::model, &ModelConfig::dim, 1),
-        make_field("model", "layers", &C::model, &ModelConfig::layers, 1),
-        make_field("model", "heads", &C::model, &ModelConfig::heads, 1),
-        make_field("model", "kv_heads", &C::model, &ModelConfig::kv_heads, 1),
-        make_field("model", "ffn", &C::model, &ModelConfig::ffn, 1),
-        make_field("model", "seq", &C::model, &ModelConfig::seq, 1),
-        make_field("model", "tie_embeddings", &C::model, &ModelConfig::tie_embeddings),
-        make_field("model", "rope_theta", &C::model, &ModelConfig::rope_theta, 1.0),
-        make_field("model", "norm_eps", &C::model, &ModelConfig::norm_eps, 0.0, 1.0),
-        make_field("model", "init_std", &C::model, &ModelConfig::init_std, 0.0, 1.0),
-        make_field("parallel", "islands", &C::parallel, &ParallelConfig::islands, 1),
-        make_field("parallel", "pp", &C::parallel, &ParallelConfig::pp, 1),
-        make_field("parallel", "dp", &C::parallel, &ParallelConfig::dp, 1),
-        make_field("parallel", "tp", &C::parallel, &ParallelConfig::tp, 1),
-        make_field("parallel", "zero", &C::parallel, &ParallelConfig::zero, 0, 3),
-        make_field("parallel", "microbatches", &C::parallel, &ParallelConfig::microbatches, 1),
-        make_field("parallel", "schedule", &C::parallel, &ParallelConfig::schedule, -kInf, kInf,
-                   {"gpipe", "1f1b", "interleaved"}),
-        make_field("parallel", "virtual_stages", &C::parallel, &ParallelConfig::virtual_stages, 1),
-        make_field("parallel", "bucket_mb", &C::parallel, &ParallelConfig::bucket_mb, 1e-6),
-        make_field("parallel", "sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel),
-        make_field("train", "steps", &C::train, &TrainConfig::steps, 1),
-        make_field("train", "global_batch", &C::train, &TrainConfig::global_batch, 1),
-        make_field("train", "log_every", &C::train, &TrainConfig::log_every, 1),
-        make_field("train", "eval_every", &C::train, &TrainConfig::eval_every, 0),
-        make_field("train", "eval_sequences", &C::train, &TrainConfig::eval_sequences, 0),
-        make_field("optim", "lr", &C::optim, &OptimConfig::lr, 1e-12),
-        make_field("optim", "min_lr", &C::optim, &OptimConfig::min_lr, 0.0),
-        make_field("optim", "warmup", &C::optim, &OptimConfig::warmup, 0),
+        run("dir", &RunConfig::dir),
+        run("seed", &RunConfig::seed, at_least(0)),
+        run("threads", &RunConfig::threads, at_least(0)),
+        model("vocab", &ModelConfig::vocab, at_least(2)),
+        model("dim", &ModelConfig::dim, at_least(1)),
+        model("layers", &ModelConfig::layers, at_least(1)),
+        model("heads", &ModelConfig::heads, at_least(1)),
+        model("kv_heads", &ModelConfig::kv_heads, at_least(1)),
+        model("ffn", &ModelConfig::ffn, at_least(1)),
+        model("seq", &ModelConfig::seq, at_least(1)),
+        model("tie_embeddings", &ModelConfig::tie_embeddings),
+        model("rope_theta", &ModelConfig::rope_theta, above(0)),
+        model("norm_eps", &ModelConfig::norm_eps, above(0)),
+        model("init_std", &ModelConfig::init_std, above(0)),
+        parallel("islands", &ParallelConfig::islands, at_least(1)),
+        parallel("pp", &ParallelConfig::pp, at_least(1)),
+        parallel("dp", &ParallelConfig::dp, at_least(1)),
+        parallel("tp", &ParallelConfig::tp, at_least(1)),
+        parallel("zero", &ParallelConfig::zero, between(0, 3)),
+        parallel("microbatches", &ParallelConfig::microbatches, at_least(1)),
+        parallel("schedule", &ParallelConfig::schedule, {}, {"gpipe", "1f1b", "interleaved"}),
+        parallel("virtual_stages", &ParallelConfig::virtual_stages, at_least(1)),
+        parallel("bucket_mb", &ParallelConfig::bucket_mb, above(0)),
+        parallel("sequence_parallel", &ParallelConfig::sequence_parallel),
+        train("steps", &TrainConfig::steps, at_least(1)),
+        train("global_batch", &TrainConfig::global_batch, at_least(1)),
+        train("log_every", &TrainConfig::log_every, at_least(1)),
+        train("eval_every", &TrainConfig::eval_every, at_least(0)),
+        train("eval_sequences", &TrainConfig::eval_sequences, at_least(0)),
+        optim("lr", &OptimConfig::lr, above(0)),
+        optim("min_lr", &OptimConfig::min_lr, at_least(0)),
+        optim("warmup", &OptimConfig::warmup, at_least(0)),
         betas_field(),
-        make_field("optim", "eps", &C::optim, &OptimConfig::eps, 1e-30),
-        make_field("optim", "weight_decay", &C::optim, &OptimConfig::weight_decay, 0.0),
-        make_field("optim", "grad_clip", &C::optim, &OptimConfig::grad_clip, 0.0),
-        make_field("optim", "schedule", &C::optim, &OptimConfig::schedule, -kInf, kInf,
-                   {"cosine", "constant", "wsd"}),
-        make_field("data", "train", &C::data, &DataConfig::train),
-        make_field("data", "val", &C::data, &DataConfig::val),
+        optim("eps", &OptimConfig::eps, above(0)),
+        optim("weight_decay", &OptimConfig::weight_decay, at_least(0)),
+        optim("grad_clip", &OptimConfig::grad_clip, at_least(0)),
+        optim("schedule", &OptimConfig::schedule, {}, {"cosine", "constant", "wsd"}),
+        data("train", &DataConfig::train),
+        data("val", &DataConfig::val),
     };
   }();
   return table;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean 'x'?)" for the closest candidate within a few edits, else "".
-std::string suggestion(const std::string& wrong, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, wrong.size() / 3) + 1;
-  for (const std::string& c : candidates) {
-    const size_t d = edit_distance(wrong, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 std::vector<std::string> section_names() {
@@ -224,6 +311,11 @@ std::vector<std::string> section_names() {
   for (const Field& f : fields())
     if (std::find(names.begin(), names.end(), f.section) == names.end()) names.push_back(f.section);
   return names;
+}
+
+bool is_section(const std::string& section) {
+  const std::vector<std::string> names = section_names();
+  return std::find(names.begin(), names.end(), section) != names.end();
 }
 
 const Field* find_field(const std::string& section, const std::string& key) {
@@ -239,145 +331,249 @@ std::vector<std::string> keys_of(const std::string& section) {
   return keys;
 }
 
-// Applies "section.key=value" to the YAML tree; problems go to `problems`.
-void apply_override(YAML::Node& root, const std::string& text, std::vector<std::string>& problems) {
+// ---- Did you mean ----------------------------------------------------------------------------------
+
+// Edit distance counting a swap of neighbours as one edit ("modle" -> "model" is 1).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The candidate closest to `wrong` within about a third of its length in edits, or "".
+std::string closest(const std::string& wrong, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, wrong.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(wrong, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// The known 'section.key' a mistyped one most likely meant: a close key in the (closest) section, or
+// the same key in another section ("model.lr" -> "optim.lr"); "" when nothing is close.
+std::string closest_field(const std::string& section, const std::string& key) {
+  const std::string s = is_section(section) ? section : closest(section, section_names());
+  if (!s.empty()) {
+    if (find_field(s, key)) return s + "." + key;
+    const std::string k = closest(key, keys_of(s));
+    if (!k.empty()) return s + "." + k;
+  }
+  for (const Field& f : fields())
+    if (f.key == key) return f.name();
+  return "";
+}
+
+std::string unknown_key_problem(const std::string& section, const std::string& key) {
+  const std::string guess = closest_field(section, key);
+  const std::string fix = !guess.empty()        ? " (did you mean '" + guess + "'?)"
+                          : is_section(section) ? "; " + section + " has " + joined(keys_of(section), ", ")
+                                                : "; the sections are " + joined(section_names(), ", ");
+  return "unknown key '" + section + "." + key + "'" + fix;
+}
+
+// ---- Parsing ---------------------------------------------------------------------------------------
+
+std::string trimmed(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+}
+
+// A map key as text (keys are normally plain words; anything else is shown as YAML).
+std::string key_text(const YAML::Node& key) {
+  return key.IsScalar() ? key.Scalar() : quoted(key);
+}
+
+// Applies "section.key=value" to the YAML tree, creating the section if the file has none.
+void apply_override(YAML::Node& root, const std::string& text, Problems& problems) {
+  const std::string prefix = "config: --set " + text + ": ";
   const size_t eq = text.find('=');
   const size_t dot = text.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
-    problems.push_back("config: --set " + text + ": expected section.key=value, e.g. --set optim.lr=1e-3");
+    problems.push_back(prefix + "expected section.key=value, e.g. --set optim.lr=1e-3");
     return;
   }
-  const std::string section = text.substr(0, dot), key = text.substr(dot + 1, eq - dot - 1);
+  const std::string section = trimmed(text.substr(0, dot)), key = trimmed(text.substr(dot + 1, eq - dot - 1));
   if (!find_field(section, key)) {
-    std::vector<std::string> all;
-    for (const Field& f : fields()) all.push_back(f.name());
-    problems.push_back("config: --set " + text + ": unknown key '" + section + "." + key + "'" +
-                       suggestion(section + "." + key, all));
+    problems.push_back(prefix + unknown_key_problem(section, key));
     return;
   }
+  YAML::Node value;
   try {
-    root[section][key] = YAML::Load(text.substr(eq + 1));
+    value = YAML::Load(text.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    problems.push_back("config: --set " + text + ": the value is not valid YAML (" + e.msg + ")");
+    problems.push_back(prefix + "the value is not valid YAML (" + e.msg + "); quote it or fix its brackets");
+    return;
+  }
+  // A section given as something other than a map is reported when the sections are read.
+  if (!root[section].IsDefined() || root[section].IsNull()) root[section] = YAML::Node(YAML::NodeType::Map);
+  if (root[section].IsMap()) root[section][key] = value;
+}
+
+// Reads one section's map into the config; the names of fields with a bad value go to `rejected`.
+void read_section(const std::string& section, const YAML::Node& body, Config& config,
+                  std::set<std::string>& rejected, Problems& problems) {
+  if (body.IsNull()) return;  // "model:" with nothing under it: all defaults
+  if (!body.IsMap()) {
+    problems.push_back("config: section '" + section + "' = " + quoted(body) + " is not a map; write it as " +
+                       section + ": { key: value, ... }");
+    return;
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : body) {
+    const std::string key = key_text(entry.first);
+    const Field* field = find_field(section, key);
+    if (!field) {
+      problems.push_back("config: " + unknown_key_problem(section, key));
+    } else if (!seen.insert(key).second) {
+      problems.push_back("config: " + field->name() + " is given twice; keep one");
+    } else if (std::string problem = field->read(config, entry.second); !problem.empty()) {
+      problems.push_back(problem);
+      rejected.insert(field->name());
+    }
   }
 }
 
 }  // namespace
 
 ConfigError::ConfigError(const std::vector<std::string>& problems)
-    : std::runtime_error([&] {
-        std::string joined;
-        for (const std::string& p : problems) joined += (joined.empty() ? "" : "\n") + p;
-        return joined;
-      }()),
-      problems_(problems) {}
+    : std::runtime_error(joined(problems, "\n")), problems_(problems) {}
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
-  std::vector<std::string> problems;
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError({"config: not valid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg});
+    throw ConfigError({"config: not valid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +
+                       std::to_string(e.mark.column + 1) + ": " + e.msg + "; fix the syntax there"});
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  if (!root.IsMap()) throw ConfigError({"config: the top level must be a map of sections (run, model, ...)"});
+  if (!root.IsMap())
+    throw ConfigError({"config: the top level is " + quoted(root) + ", not a map of sections; write " +
+                       joined(section_names(), ":, ") + ": as top-level keys"});
+
+  Problems problems;
   for (const std::string& o : overrides) apply_override(root, o, problems);
 
   Config config;
-  const std::vector<std::string> sections = section_names();
-  for (const auto& section_entry : root) {
-    const std::string section = section_entry.first.as<std::string>();
-    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
-      problems.push_back("config: unknown section '" + section + "'" + suggestion(section, sections));
-      continue;
-    }
-    const YAML::Node& body = section_entry.second;
-    if (body.IsNull()) continue;
-    if (!body.IsMap()) {
-      problems.push_back("config: section '" + section + "' must be a map of key: value");
-      continue;
-    }
-    for (const auto& entry : body) {
-      const std::string key = entry.first.as<std::string>();
-      const Field* field = find_field(section, key);
-      if (!field) {
-        problems.push_back("config: unknown key '" + section + "." + key + "'" +
-                           suggestion(key, keys_of(section)));
-        continue;
-      }
-      field->read(config, entry.second, problems);
+  std::set<std::string> sections_seen, rejected;
+  for (const auto& entry : root) {
+    const std::string section = key_text(entry.first);
+    if (!is_section(section)) {
+      const std::string guess = closest(section, section_names());
+      problems.push_back("config: unknown section '" + section + "'" +
+                         (guess.empty() ? "; the sections are " + joined(section_names(), ", ")
+                                        : " (did you mean '" + guess + "'?)"));
+    } else if (!sections_seen.insert(section).second) {
+      problems.push_back("config: section '" + section + "' is given twice; merge the two into one");
+    } else {
+      read_section(section, entry.second, config, rejected, problems);
     }
   }
-  if (problems.empty() && config.optim.min_lr > config.optim.lr)
-    problems.push_back("config: optim.min_lr = " + show_value(config.optim.min_lr) + " exceeds optim.lr = " +
-                       show_value(config.optim.lr) + "; set optim.min_lr <= optim.lr");
+  // The one check across fields that needs no layout, made only when both values are valid.
+  if (!rejected.count("optim.lr") && !rejected.count("optim.min_lr") && config.optim.min_lr > config.optim.lr)
+    problems.push_back("config: optim.min_lr = " + shortest(config.optim.min_lr) +
+                       " exceeds optim.lr = " + shortest(config.optim.lr) +
+                       "; set optim.min_lr <= optim.lr (the schedule decays from lr down to min_lr)");
   if (!problems.empty()) throw ConfigError(problems);
   return config;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError({"config: cannot read " + path + ": it is a directory; check the path"});
   std::ifstream in(path);
-  if (!in) throw ConfigError({"config: cannot read " + path + "; check the path"});
+  if (!in)
+    throw ConfigError({"config: cannot read " + path + ": " + std::strerror(errno) + "; check the path"});
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw ConfigError({"config: cannot read " + path + ": read error; check the path"});
   return parse_config(text.str(), overrides);
 }
 
+namespace {
+
+// Appends "config: A = a is not divisible by B = b; <fix>" unless b divides a.
+void require_divisible(Problems& problems, const std::string& a_name, int64_t a, const std::string& b_name,
+                       int64_t b, const std::string& fix) {
+  if (b > 0 && a % b != 0)
+    problems.push_back("config: " + a_name + " = " + std::to_string(a) + " is not divisible by " + b_name +
+                       " = " + std::to_string(b) + "; " + fix);
+}
+
+}  // namespace
+
 std::vector<std::string> validate_layout(const Config& c, int world_size) {
-  std::vector<std::string> problems;
+  Problems problems;
   const ParallelConfig& p = c.parallel;
-  const int layout = p.islands * p.pp * p.dp * p.tp;
+  const ModelConfig& m = c.model;
+  const int64_t layout = int64_t{p.islands} * p.pp * p.dp * p.tp;
   if (layout != world_size)
     problems.push_back("parallel: islands*pp*dp*tp = " + std::to_string(layout) + " but " +
                        std::to_string(world_size) + " ranks were launched; launch " + std::to_string(layout) +
                        " ranks (atoll launch does this) or change the layout");
-  const int split = p.dp * p.microbatches;
-  if (c.train.global_batch % split != 0)
-    problems.push_back("config: train.global_batch = " + std::to_string(c.train.global_batch) +
-                       " is not divisible by parallel.dp*parallel.microbatches = " + std::to_string(split) +
-                       "; use a multiple of " + std::to_string(split));
-  const ModelConfig& m = c.model;
-  if (m.dim % m.heads != 0)
-    problems.push_back("config: model.dim = " + std::to_string(m.dim) +
-                       " is not divisible by model.heads = " + std::to_string(m.heads) +
-                       "; pick heads that divide dim");
-  else if ((m.dim / m.heads) % 2 != 0)
+
+  const int64_t split = int64_t{p.dp} * p.microbatches;
+  require_divisible(problems, "train.global_batch", c.train.global_batch, "parallel.dp*parallel.microbatches",
+                    split, "use a multiple of " + std::to_string(split));
+
+  require_divisible(problems, "model.dim", m.dim, "model.heads", m.heads,
+                    "each head gets dim/heads channels, so pick heads that divide dim");
+  if (m.heads > 0 && m.dim % m.heads == 0 && (m.dim / m.heads) % 2 != 0)
     problems.push_back("config: model.dim / model.heads = " + std::to_string(m.dim / m.heads) +
-                       " is odd; RoPE needs an even head dimension, change dim or heads");
-  if (m.heads % m.kv_heads != 0)
-    problems.push_back("config: model.heads = " + std::to_string(m.heads) +
-                       " is not divisible by model.kv_heads = " + std::to_string(m.kv_heads) +
-                       "; kv_heads must divide heads");
-  if (p.sequence_parallel && m.seq % p.tp != 0)
-    problems.push_back("config: model.seq = " + std::to_string(m.seq) +
-                       " is not divisible by parallel.tp = " + std::to_string(p.tp) +
-                       "; sequence parallelism splits the sequence evenly, so pick a tp that divides it");
-  // Tensor parallelism splits heads, kv heads and the MLP width over tp ranks.
-  for (const auto& [field, value] : {std::pair<const char*, int>{"model.heads", m.heads},
-                                     {"model.kv_heads", m.kv_heads},
-                                     {"model.ffn", m.ffn}}) {
-    if (value % p.tp != 0)
-      problems.push_back("config: " + std::string(field) + " = " + std::to_string(value) +
-                         " is not divisible by parallel.tp = " + std::to_string(p.tp) +
-                         "; tensor parallelism splits it evenly, so pick a tp that divides it");
-  }
+                       " is odd; RoPE rotates channel pairs, so change dim or heads for an even head size");
+  require_divisible(problems, "model.heads", m.heads, "model.kv_heads", m.kv_heads,
+                    "kv_heads must divide heads (each kv head serves heads/kv_heads query heads)");
+
+  // Tensor parallelism splits heads, kv heads and the MLP width (and with SP the sequence) over tp.
+  const std::string tp_fix = "tensor parallelism splits it evenly, so pick a tp that divides it";
+  require_divisible(problems, "model.heads", m.heads, "parallel.tp", p.tp, tp_fix);
+  require_divisible(problems, "model.kv_heads", m.kv_heads, "parallel.tp", p.tp, tp_fix);
+  require_divisible(problems, "model.ffn", m.ffn, "parallel.tp", p.tp, tp_fix);
+  if (p.sequence_parallel)
+    require_divisible(problems, "model.seq", m.seq, "parallel.tp", p.tp,
+                      "sequence parallelism splits the sequence evenly, so pick a tp that divides it");
+
+  // Pipeline: virtual stages mean interleaved 1F1B, which runs microbatches in rounds of pp.
+  if (p.virtual_stages > 1 && p.schedule != "interleaved")
+    problems.push_back("config: parallel.virtual_stages = " + std::to_string(p.virtual_stages) +
+                       " needs parallel.schedule = interleaved, not '" + p.schedule +
+                       "'; set the schedule to interleaved or virtual_stages to 1");
+  if (p.schedule == "interleaved" && p.pp > 1)
+    require_divisible(problems, "parallel.microbatches", p.microbatches, "parallel.pp", p.pp,
+                      "interleaved 1F1B runs microbatches in rounds of pp; use a multiple of pp");
   return problems;
 }
 
 std::string config_table(const Config& config) {
-  size_t width = 0;
-  for (const Field& f : fields()) width = std::max(width, f.name().size());
-  size_t value_width = 0;
-  for (const Field& f : fields()) value_width = std::max(value_width, f.show(config).size());
-  const std::string rule =
-      "+" + std::string(width + 2, '-') + "+" + std::string(value_width + 2, '-') + "+\n";
-  std::string table = rule;
+  size_t name_width = std::string("setting").size(), value_width = std::string("value").size();
   for (const Field& f : fields()) {
-    const std::string name = f.name(), value = f.show(config);
-    table += "| " + name + std::string(width - name.size(), ' ') + " | " + value +
-             std::string(value_width - value.size(), ' ') + " |\n";
+    name_width = std::max(name_width, f.name().size());
+    value_width = std::max(value_width, f.show(config).size());
   }
+  const auto row = [&](const std::string& name, const std::string& value) {
+    return "| " + name + std::string(name_width - name.size(), ' ') + " | " + value +
+           std::string(value_width - value.size(), ' ') + " |\n";
+  };
+  const std::string rule =
+      "+" + std::string(name_width + 2, '-') + "+" + std::string(value_width + 2, '-') + "+\n";
+  std::string table = rule + row("setting", "value") + rule;
+  for (const Field& f : fields()) table += row(f.name(), f.show(config));
   return table + rule;
 }
 
@@ -385,14 +581,8 @@ std::string config_to_yaml(const Config& config) {
   std::string yaml;
   for (const std::string& section : section_names()) {
     yaml += section + ":\n";
-    for (const Field& f : fields()) {
-      if (f.section != section) continue;
-      std::string value = f.show(config);
-      if (value.empty() || value.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos) {
-        if (f.key != "betas") value = "\"" + value + "\"";
-      }
-      yaml += "  " + f.key + ": " + value + "\n";
-    }
+    for (const Field& f : fields())
+      if (f.section == section) yaml += "  " + f.key + ": " + f.show(config) + "\n";
   }
   return yaml;
 }

@@ -77,7 +77,9 @@ struct Config {
   DataConfig data;
 };
 
-// Every problem found, one line each ("config: ..."); what() joins them with newlines.
+// Thrown for any bad config. Each problem is one line naming the field, its value, why it is wrong and
+// the fix, e.g. "config: model.heads = 0 must be >= 1; set model.heads to a positive integer, e.g. 8";
+// what() joins them with newlines.
 class ConfigError : public std::runtime_error {
  public:
   explicit ConfigError(const std::vector<std::string>& problems);
@@ -87,16 +89,21 @@ class ConfigError : public std::runtime_error {
   std::vector<std::string> problems_;
 };
 
-// Parses YAML text, applies overrides ("section.key=value", value parsed as YAML), fills defaults,
-// checks types and ranges. Throws ConfigError listing every problem.
+// Parses YAML text, applies overrides ("section.key=value", the value parsed as YAML, e.g.
+// "optim.betas=[0.9,0.99]"; a missing section is created), fills defaults, checks types and ranges.
+// Throws ConfigError listing every problem: unknown sections or keys (with a did-you-mean), wrong
+// types, values out of range, malformed overrides.
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {});
-// Reads the file, then parse_config.
+// Reads the file (ConfigError "config: cannot read FILE: reason; check the path"), then parse_config.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
-// Checks across fields that need the launched rank count; returns the problems (empty: fine).
+// Checks across fields, some needing the launched rank count: the layout's rank count, the batch
+// split over dp*microbatches, head and tensor-parallel divisibility, the pipeline stage count.
+// Returns the problems, one line each with its fix (empty: fine).
 std::vector<std::string> validate_layout(const Config& config, int world_size);
-// A boxed table of every resolved field, for the start-up banner.
+// A boxed table of every resolved field (section.key | value), for the start-up banner.
 std::string config_table(const Config& config);
-// Every field as YAML; parse_config of it gives an equal Config.
+// Every field of every section as YAML, for the run directory; parse_config of it gives back an
+// equal Config.
 std::string config_to_yaml(const Config& config);
 
 }  // namespace atl::runtime

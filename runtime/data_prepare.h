@@ -20,8 +20,10 @@ struct PrepareResult {
 };
 
 // Concatenates the inputs in order ("\n" between files) and splits the bytes: the last
-// val_fraction go to out_dir/val.bin, the rest to out_dir/train.bin. One-line errors for a missing
-// or empty input and a fraction outside (0, 1).
+// val_fraction go to out_dir/val.bin, the rest to out_dir/train.bin (out_dir is created if
+// missing). One-line errors: std::runtime_error for an input that is missing, not a regular file or
+// empty; std::invalid_argument for no inputs, no out_dir, a fraction outside (0, 1), or too little
+// text for two tokens on each side.
 PrepareResult prepare_byte_shards(const PrepareOptions& options);
 
 }  // namespace atl::runtime

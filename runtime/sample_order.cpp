@@ -2,6 +2,7 @@
 
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace atl::runtime {
 namespace {
@@ -22,6 +23,8 @@ SampleOrder::SampleOrder(int64_t num_samples, uint64_t seed) : num_samples_(num_
 }
 
 int64_t SampleOrder::sample_at(int64_t global_position) {
+  if (global_position < 0)
+    throw std::out_of_range("SampleOrder: negative stream position " + std::to_string(global_position));
   const int64_t epoch = global_position / num_samples_;
   if (epoch != cached_epoch_) {
     permutation_.resize(static_cast<size_t>(num_samples_));
@@ -39,6 +42,15 @@ int64_t SampleOrder::sample_at(int64_t global_position) {
 
 BatchSlice batch_slice(int64_t step, int global_batch, int dp_rank, int dp_size, int micro,
                        int microbatches) {
+  // The config validation guarantees these; a violation here is a caller bug, not bad input.
+  if (dp_size < 1 || microbatches < 1 || global_batch % (dp_size * microbatches) != 0)
+    throw std::invalid_argument("batch_slice: global_batch " + std::to_string(global_batch) +
+                                " is not divisible by dp " + std::to_string(dp_size) + " x microbatches " +
+                                std::to_string(microbatches));
+  if (dp_rank < 0 || dp_rank >= dp_size || micro < 0 || micro >= microbatches || step < 0)
+    throw std::out_of_range("batch_slice: step " + std::to_string(step) + ", dp rank " +
+                            std::to_string(dp_rank) + " of " + std::to_string(dp_size) + ", microbatch " +
+                            std::to_string(micro) + " of " + std::to_string(microbatches));
   const int64_t per_rank = global_batch / dp_size;
   const int64_t per_micro = per_rank / microbatches;
   return {step * global_batch + dp_rank * per_rank + micro * per_micro, per_micro};

@@ -10,11 +10,13 @@ namespace atl::runtime {
 
 class SampleOrder {
  public:
+  // std::invalid_argument when num_samples < 1.
   SampleOrder(int64_t num_samples, uint64_t seed);
 
   int64_t num_samples() const { return num_samples_; }
   // The sequence index at position `global_position` of the endless stream: epoch e =
-  // position / num_samples walks a permutation seeded by (seed, e). Cached per epoch.
+  // position / num_samples walks a permutation seeded by (seed, e). The current epoch's permutation
+  // is cached, so a forward walk is O(1) per call. std::out_of_range for a negative position.
   int64_t sample_at(int64_t global_position);
 
  private:
@@ -28,6 +30,8 @@ class SampleOrder {
 // `dp_size` consumes in microbatch `micro` of `microbatches` at optimizer step `step`: the step
 // owns positions [step * global_batch, (step + 1) * global_batch); each dp rank takes a contiguous
 // slice of global_batch / dp_size, each microbatch a contiguous sub-slice of that.
+// std::invalid_argument unless dp_size * microbatches divides global_batch; std::out_of_range for a
+// rank, microbatch or step outside its range.
 struct BatchSlice {
   int64_t first;
   int64_t count;

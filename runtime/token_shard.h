@@ -2,7 +2,7 @@
 //
 // Header: 256 int32 -- [0] magic, [1] version, [2] token count. magic 20240520 with version 1
 // holds uint16 tokens; magic 20240801 with version 7 holds uint32 tokens. Tokens follow the
-// 1024-byte header.
+// 1024-byte header, little-endian.
 #pragma once
 
 #include <cstdint>
@@ -19,18 +19,25 @@ class TokenShard {
   ~TokenShard();
   TokenShard(const TokenShard&) = delete;
   TokenShard& operator=(const TokenShard&) = delete;
+  TokenShard(TokenShard&& other) noexcept;
+  TokenShard& operator=(TokenShard&& other) noexcept;
 
   int64_t size() const { return tokens_; }
   int bytes_per_token() const { return bytes_per_token_; }
   const std::string& path() const { return path_; }
 
+  // Token i; std::out_of_range outside [0, size()).
   uint32_t token(int64_t i) const;
-  // Copies tokens [begin, begin + count) as int64 (what embedding lookups take).
+  // Copies tokens [begin, begin + count) as int64 (what embedding lookups take); std::out_of_range
+  // when the range leaves the shard.
   void read(int64_t begin, int64_t count, int64_t* out) const;
   // The largest token id in the shard (one pass; checked against model.vocab at start-up).
   uint32_t max_token() const;
 
  private:
+  void check_range(int64_t begin, int64_t count) const;
+  void unmap();
+
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
@@ -41,6 +48,7 @@ class TokenShard {
 
 // Writes a shard: uint16 when every token fits (unless force_uint32), uint32 otherwise. Written to
 // a temporary file and renamed, so a crash never leaves a half-written shard under `path`.
+// std::invalid_argument for no tokens (the reader would reject the shard) or more than 2^31-1.
 void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens,
                        bool force_uint32 = false);
 
