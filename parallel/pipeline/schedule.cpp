@@ -1,0 +1,155 @@
+#include "parallel/pipeline/schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace atl::parallel::pipeline {
+namespace {
+
+// One compute operation in the order a schedule runs them.
+struct Compute {
+  bool forward;
+  int microbatch;
+  int chunk;
+};
+
+void require(bool condition, const std::string& message) {
+  if (!condition) throw std::invalid_argument("pipeline schedule: " + message);
+}
+
+void check_shape(const PipelineShape& s) {
+  require(s.stages >= 1 && s.stage >= 0 && s.stage < s.stages, "stage outside [0, stages)");
+  require(s.microbatches >= 1, "needs at least one microbatch");
+  require(s.virtual_stages >= 1, "virtual_stages must be >= 1");
+}
+
+// Adds the communication of each compute operation: the send it produces right after it, and the
+// receive it needs one compute operation ahead of it. Virtual stages at either end of the model
+// neither receive nor send.
+std::vector<PipeOp> with_communication(const PipelineShape& shape, const std::vector<Compute>& order) {
+  const auto receive_for = [&shape](const Compute& c, std::vector<PipeOp>& ops) {
+    if (c.forward && !shape.is_first(c.chunk)) ops.push_back({Action::kRecvForward, c.microbatch, c.chunk});
+    if (!c.forward && !shape.is_last(c.chunk)) ops.push_back({Action::kRecvBackward, c.microbatch, c.chunk});
+  };
+  std::vector<PipeOp> ops;
+  if (!order.empty()) receive_for(order.front(), ops);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Compute& c = order[i];
+    if (i + 1 < order.size()) receive_for(order[i + 1], ops);
+    if (c.forward) {
+      ops.push_back({Action::kForward, c.microbatch, c.chunk});
+      if (!shape.is_last(c.chunk)) ops.push_back({Action::kSendForward, c.microbatch, c.chunk});
+    } else {
+      ops.push_back({Action::kBackward, c.microbatch, c.chunk});
+      if (!shape.is_first(c.chunk)) ops.push_back({Action::kSendBackward, c.microbatch, c.chunk});
+    }
+  }
+  return ops;
+}
+
+// Warmup forwards, then one forward and one backward alternately, then the remaining backwards.
+// forward_at(k) / backward_at(k) name the k-th forward / backward of the stage.
+template <typename ForwardAt, typename BackwardAt>
+std::vector<Compute> warmup_steady_cooldown(int total, int warmup, ForwardAt forward_at, BackwardAt backward_at) {
+  std::vector<Compute> order;
+  for (int k = 0; k < warmup; ++k) order.push_back(forward_at(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    order.push_back(forward_at(warmup + k));
+    order.push_back(backward_at(k));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(backward_at(k));
+  return order;
+}
+
+}  // namespace
+
+const char* action_name(Action action) {
+  switch (action) {
+    case Action::kRecvForward: return "recv_forward";
+    case Action::kForward: return "forward";
+    case Action::kSendForward: return "send_forward";
+    case Action::kRecvBackward: return "recv_backward";
+    case Action::kBackward: return "backward";
+    case Action::kSendBackward: return "send_backward";
+  }
+  return "?";
+}
+
+bool is_communication(Action action) {
+  return action != Action::kForward && action != Action::kBackward;
+}
+
+ScheduleKind schedule_kind(const std::string& name) {
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::kOneFOneB;
+  if (name == "interleaved") return ScheduleKind::kInterleaved;
+  throw std::invalid_argument("pipeline schedule: unknown schedule '" + name + "'; use gpipe, 1f1b or interleaved");
+}
+
+int warmup_forwards(ScheduleKind kind, const PipelineShape& s) {
+  const int later_stages = s.stages - s.stage - 1;
+  switch (kind) {
+    case ScheduleKind::kGPipe: return s.microbatches;
+    case ScheduleKind::kOneFOneB: return std::min(later_stages, s.microbatches);
+    case ScheduleKind::kInterleaved:
+      return std::min(2 * later_stages + (s.virtual_stages - 1) * s.stages, s.microbatches * s.virtual_stages);
+  }
+  return 0;
+}
+
+std::vector<PipeOp> build_schedule(ScheduleKind kind, const PipelineShape& shape) {
+  check_shape(shape);
+  const int p = shape.stages, m = shape.microbatches, v = shape.virtual_stages;
+  if (kind != ScheduleKind::kInterleaved) {
+    require(v == 1, "virtual stages need the interleaved schedule");
+    const auto forward_at = [](int k) { return Compute{true, k, 0}; };
+    const auto backward_at = [](int k) { return Compute{false, k, 0}; };
+    return with_communication(shape, warmup_steady_cooldown(m, warmup_forwards(kind, shape), forward_at, backward_at));
+  }
+  require(p >= 2, "interleaved needs at least 2 stages");
+  require(m % p == 0, "interleaved runs microbatches in rounds of the stage count; microbatches " +
+                          std::to_string(m) + " is not a multiple of " + std::to_string(p));
+  // The k-th forward walks the chunks in rounds of p microbatches: microbatches 0..p-1 through
+  // chunk 0, then through chunk 1, ...; backwards walk the chunks in reverse.
+  const auto microbatch_of = [p, v](int k) { return k / (p * v) * p + k % p; };
+  const auto forward_at = [=](int k) { return Compute{true, microbatch_of(k), k % (p * v) / p}; };
+  const auto backward_at = [=](int k) { return Compute{false, microbatch_of(k), v - 1 - k % (p * v) / p}; };
+  return with_communication(shape, warmup_steady_cooldown(m * v, warmup_forwards(kind, shape), forward_at, backward_at));
+}
+
+std::vector<PipeOp> forward_only_schedule(const PipelineShape& shape) {
+  check_shape(shape);
+  std::vector<Compute> order;
+  for (int mb = 0; mb < shape.microbatches; ++mb)
+    for (int chunk = 0; chunk < shape.virtual_stages; ++chunk) order.push_back({true, mb, chunk});
+  return with_communication(shape, order);
+}
+
+namespace {
+
+// The virtual stage at the other end of a transfer, and whether the transfer carries activations.
+int other_virtual_stage(const PipeOp& op, const PipelineShape& shape) {
+  const int own = shape.virtual_stage(op.chunk);
+  switch (op.action) {
+    case Action::kRecvForward:
+    case Action::kSendBackward: return own - 1;
+    case Action::kSendForward:
+    case Action::kRecvBackward: return own + 1;
+    default: throw std::invalid_argument(std::string("pipeline: ") + action_name(op.action) + " is not a transfer");
+  }
+}
+
+}  // namespace
+
+int peer_stage(const PipeOp& op, const PipelineShape& shape) {
+  return other_virtual_stage(op, shape) % shape.stages;
+}
+
+int message_tag(const PipeOp& op, const PipelineShape& shape) {
+  const bool receiving = op.action == Action::kRecvForward || op.action == Action::kRecvBackward;
+  const int receiver = receiving ? shape.virtual_stage(op.chunk) : other_virtual_stage(op, shape);
+  const bool activation = op.action == Action::kRecvForward || op.action == Action::kSendForward;
+  return ((op.microbatch % 128) * shape.total_virtual_stages() + receiver) * 2 + (activation ? 0 : 1);
+}
+
+}  // namespace atl::parallel::pipeline

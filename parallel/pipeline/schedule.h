@@ -1,0 +1,66 @@
+// Pipeline schedules (DESIGN §5) as pure functions: for one stage, the ordered list of operations it
+// runs in one optimizer step. The executor (executor.h) runs any such list; the unit tests play all
+// stages' lists together to prove them deadlock-free.
+//
+// Virtual stages: with v model chunks per rank, chunk c of stage r is virtual stage c * p + r, so
+// activations flow 0 -> 1 -> ... -> p-1 -> (chunk 1 on) 0 -> ... (Megatron's interleaved layout).
+//
+// Communication is explicit and asynchronous: a send is posted right after the compute operation
+// that produces its tensor and never blocks; a receive is posted one compute operation ahead of the
+// one that needs it (so the transfer overlaps that computation), and only that compute operation
+// waits for it. A stage therefore blocks only on data it truly needs, which makes every schedule
+// whose compute order respects the data dependencies deadlock-free (the unit tests check it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace atl::parallel::pipeline {
+
+enum class Action { kRecvForward, kForward, kSendForward, kRecvBackward, kBackward, kSendBackward };
+const char* action_name(Action action);
+bool is_communication(Action action);
+
+struct PipeOp {
+  Action action;
+  int microbatch;
+  int chunk;  // model chunk on this rank (0 without virtual stages)
+  bool operator==(const PipeOp& other) const {
+    return action == other.action && microbatch == other.microbatch && chunk == other.chunk;
+  }
+};
+
+struct PipelineShape {
+  int stage = 0;  // this rank's position in the pipeline group
+  int stages = 1;
+  int microbatches = 1;
+  int virtual_stages = 1;  // model chunks per rank
+
+  int virtual_stage(int chunk) const { return chunk * stages + stage; }
+  int total_virtual_stages() const { return stages * virtual_stages; }
+  bool is_first(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool is_last(int chunk) const { return virtual_stage(chunk) == total_virtual_stages() - 1; }
+};
+
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
+// "gpipe" | "1f1b" | "interleaved"; std::invalid_argument otherwise.
+ScheduleKind schedule_kind(const std::string& name);
+
+// Forwards a stage runs before its first backward: GPipe all m; 1F1B min(p - r - 1, m);
+// interleaved min(2 (p - r - 1) + (v - 1) p, m v) (Megatron's counts).
+int warmup_forwards(ScheduleKind kind, const PipelineShape& shape);
+
+// The whole step for one stage. Requirements (std::invalid_argument otherwise): v = 1 except for
+// interleaved; interleaved needs p >= 2 and m a multiple of p (it runs microbatches in rounds of p).
+std::vector<PipeOp> build_schedule(ScheduleKind kind, const PipelineShape& shape);
+
+// Forwards only (evaluation): each microbatch through every chunk in turn, no backward.
+std::vector<PipeOp> forward_only_schedule(const PipelineShape& shape);
+
+// The pipeline stage a communication operation talks to.
+int peer_stage(const PipeOp& op, const PipelineShape& shape);
+// The message tag both ends of a transfer use: direction, microbatch (mod 128: a window far wider
+// than the microbatches ever in flight) and the receiving virtual stage.
+int message_tag(const PipeOp& op, const PipelineShape& shape);
+
+}  // namespace atl::parallel::pipeline

@@ -1,0 +1,235 @@
+// Pipeline schedules (parallel/pipeline/schedule.h), checked without MPI: a simulator plays every
+// stage's operation list together -- posting a transfer never blocks, a compute operation waits until
+// the transfer it needs has been posted by the sender, as with non-blocking MPI -- and proves each
+// schedule deadlock-free, ordered, within its memory bound and as idle as theory says.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "parallel/pipeline/schedule.h"
+
+namespace atl::parallel::pipeline {
+namespace {
+
+// A transfer: (sender stage, receiver stage, carries activations, microbatch, receiving virtual stage).
+using TransferKey = std::tuple<int, int, bool, int, int>;
+
+TransferKey key_of(const PipeOp& op, const PipelineShape& shape) {
+  const bool sending = op.action == Action::kSendForward || op.action == Action::kSendBackward;
+  const bool activation = op.action == Action::kRecvForward || op.action == Action::kSendForward;
+  const int peer = peer_stage(op, shape);
+  const int own_vs = shape.virtual_stage(op.chunk);
+  const int peer_vs = activation == sending ? own_vs + 1 : own_vs - 1;
+  const int receiver_vs = sending ? peer_vs : own_vs;
+  return sending ? TransferKey{shape.stage, peer, activation, op.microbatch, receiver_vs}
+                 : TransferKey{peer, shape.stage, activation, op.microbatch, receiver_vs};
+}
+
+struct SimulationResult {
+  bool deadlocked = false;
+  double makespan = 0.0;
+  std::vector<double> busy;  // compute time per stage
+};
+
+bool is_send(Action action) {
+  return action == Action::kSendForward || action == Action::kSendBackward;
+}
+
+// Plays the lists of all stages with forward cost 1 and backward cost 2 per full stage (a chunk
+// costs 1/v of that) and instantaneous transfers.
+SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists, const std::vector<PipelineShape>& shapes) {
+  const int stages = static_cast<int>(lists.size());
+  std::vector<size_t> position(stages, 0);
+  std::vector<double> clock(stages, 0.0);
+  std::map<TransferKey, double> sent;  // when each send was posted
+  std::set<TransferKey> received;      // receives posted
+  SimulationResult result;
+  result.busy.assign(stages, 0.0);
+
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      for (; position[s] < lists[s].size(); ++position[s], progress = true) {
+        const PipeOp& op = lists[s][position[s]];
+        if (is_communication(op.action)) {
+          const TransferKey key = key_of(op, shapes[s]);
+          if (is_send(op.action)) {
+            EXPECT_TRUE(sent.emplace(key, clock[s]).second) << "sent twice";
+          } else {
+            EXPECT_TRUE(received.insert(key).second) << "received twice";
+          }
+          continue;
+        }
+        // The input this compute operation needs: its receive must have been posted earlier.
+        const bool forward = op.action == Action::kForward;
+        const bool needs_input = forward ? !shapes[s].is_first(op.chunk) : !shapes[s].is_last(op.chunk);
+        if (needs_input) {
+          const PipeOp recv{forward ? Action::kRecvForward : Action::kRecvBackward, op.microbatch, op.chunk};
+          const TransferKey key = key_of(recv, shapes[s]);
+          EXPECT_TRUE(received.count(key)) << action_name(op.action) << " before its receive was posted";
+          const auto it = sent.find(key);
+          if (it == sent.end()) break;  // blocked until the sender gets there
+          clock[s] = std::max(clock[s], it->second);
+        }
+        const double cost = (forward ? 1.0 : 2.0) / shapes[s].virtual_stages;
+        clock[s] += cost;
+        result.busy[s] += cost;
+      }
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    result.deadlocked |= position[s] < lists[s].size();
+    result.makespan = std::max(result.makespan, clock[s]);
+  }
+  if (!result.deadlocked) {
+    EXPECT_EQ(sent.size(), received.size()) << "every send needs exactly one receive";
+    for (const auto& [key, time] : sent) EXPECT_TRUE(received.count(key)) << "a send nobody receives";
+  }
+  return result;
+}
+
+std::vector<PipelineShape> shapes_of(int p, int m, int v) {
+  std::vector<PipelineShape> shapes;
+  for (int r = 0; r < p; ++r) shapes.push_back({r, p, m, v});
+  return shapes;
+}
+
+std::vector<std::vector<PipeOp>> lists_of(ScheduleKind kind, const std::vector<PipelineShape>& shapes) {
+  std::vector<std::vector<PipeOp>> lists;
+  for (const PipelineShape& s : shapes) lists.push_back(build_schedule(kind, s));
+  return lists;
+}
+
+// Every (microbatch, chunk) runs one forward and, later, one backward; returns the forwards run
+// before the first backward (the warmup, plus the steady state's first forward when there is one)
+// and the most forwards ever waiting for their backward.
+std::pair<int, int> check_order(const std::vector<PipeOp>& ops, const PipelineShape& shape) {
+  std::set<std::pair<int, int>> forwarded, backwarded;
+  int warmup = -1, in_flight = 0, max_in_flight = 0;
+  for (const PipeOp& op : ops) {
+    if (op.action == Action::kForward) {
+      EXPECT_TRUE(forwarded.insert({op.microbatch, op.chunk}).second) << "forward twice";
+      max_in_flight = std::max(max_in_flight, ++in_flight);
+    } else if (op.action == Action::kBackward) {
+      if (warmup < 0) warmup = static_cast<int>(forwarded.size());
+      EXPECT_TRUE(forwarded.count({op.microbatch, op.chunk})) << "backward of mb " << op.microbatch << " before its forward";
+      EXPECT_TRUE(backwarded.insert({op.microbatch, op.chunk}).second) << "backward twice";
+      --in_flight;
+    }
+  }
+  const size_t expected = static_cast<size_t>(shape.microbatches) * shape.virtual_stages;
+  EXPECT_EQ(forwarded.size(), expected);
+  EXPECT_EQ(backwarded.size(), expected);
+  return {warmup, max_in_flight};
+}
+
+TEST(PipelineSchedule, GPipeAndOneFOneBAreDeadlockFreeOrderedAndIdleAsTheoryForSmallPipelines) {
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (int p = 1; p <= 8; ++p) {
+      for (int m = 1; m <= 16; ++m) {
+        SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                     (kind == ScheduleKind::kGPipe ? " gpipe" : " 1f1b"));
+        const auto shapes = shapes_of(p, m, 1);
+        const auto lists = lists_of(kind, shapes);
+        for (int r = 0; r < p; ++r) {
+          const auto [before_backward, in_flight] = check_order(lists[r], shapes[r]);
+          EXPECT_EQ(before_backward, std::min(warmup_forwards(kind, shapes[r]) + 1, m));
+          if (kind == ScheduleKind::kOneFOneB) {
+            EXPECT_EQ(warmup_forwards(kind, shapes[r]), std::min(p - r - 1, m));
+            EXPECT_LE(in_flight, p);  // 1F1B's memory bound: at most p microbatches stored
+          } else {
+            EXPECT_EQ(in_flight, m);
+          }
+        }
+        const SimulationResult sim = simulate(lists, shapes);
+        ASSERT_FALSE(sim.deadlocked);
+        const double theory = static_cast<double>(p - 1) / (m + p - 1);
+        for (int r = 0; r < p; ++r) EXPECT_NEAR(1.0 - sim.busy[r] / sim.makespan, theory, 1e-12) << "stage " << r;
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedule, InterleavedIsDeadlockFreeOrderedAndIdleAsTheory) {
+  for (int p = 2; p <= 8; ++p) {
+    for (int v = 1; v <= 4; ++v) {
+      for (int m = p; m <= 16; m += p) {
+        SCOPED_TRACE("p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m));
+        const auto shapes = shapes_of(p, m, v);
+        const auto lists = lists_of(ScheduleKind::kInterleaved, shapes);
+        for (int r = 0; r < p; ++r) {
+          const int warmup = warmup_forwards(ScheduleKind::kInterleaved, shapes[r]);
+          EXPECT_EQ(warmup, std::min(2 * (p - r - 1) + (v - 1) * p, m * v));
+          const auto [before_backward, in_flight] = check_order(lists[r], shapes[r]);
+          EXPECT_EQ(before_backward, std::min(warmup + 1, m * v));
+          EXPECT_LE(in_flight, warmup + 1);
+        }
+        const SimulationResult sim = simulate(lists, shapes);
+        ASSERT_FALSE(sim.deadlocked);
+        const double one_f_one_b = static_cast<double>(p - 1) / (m + p - 1);
+        for (int r = 0; r < p; ++r) {
+          const double idle = 1.0 - sim.busy[r] / sim.makespan;
+          EXPECT_LE(idle, one_f_one_b + 1e-12) << "stage " << r;
+          // Megatron: chunks of 1/v the work shrink the bubble v-fold.
+          EXPECT_NEAR(idle, static_cast<double>(p - 1) / (v * m + p - 1), 1e-12) << "stage " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedule, InterleavedRunsChunksInRoundsOfTheStageCount) {
+  // p = 2, v = 2, m = 4 on stage 0: forwards take microbatches 0, 1 through chunk 0, then chunk 1.
+  const std::vector<PipeOp> ops = build_schedule(ScheduleKind::kInterleaved, {0, 2, 4, 2});
+  std::vector<std::pair<int, int>> forwards;
+  for (const PipeOp& op : ops)
+    if (op.action == Action::kForward) forwards.push_back({op.microbatch, op.chunk});
+  const std::vector<std::pair<int, int>> expected = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {2, 0}, {3, 0}, {2, 1}, {3, 1}};
+  EXPECT_EQ(forwards, expected);
+}
+
+TEST(PipelineSchedule, ForwardOnlyIsDeadlockFree) {
+  for (int p = 1; p <= 8; ++p) {
+    for (int v = 1; v <= 4; ++v) {
+      for (int m = 1; m <= 9; m += 4) {
+        const auto shapes = shapes_of(p, m, v);
+        std::vector<std::vector<PipeOp>> lists;
+        for (const PipelineShape& s : shapes) lists.push_back(forward_only_schedule(s));
+        EXPECT_FALSE(simulate(lists, shapes).deadlocked) << "p=" << p << " v=" << v << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedule, EndsOfTheModelNeitherReceiveNorSend) {
+  const std::vector<PipeOp> first = build_schedule(ScheduleKind::kOneFOneB, {0, 4, 8, 1});
+  const std::vector<PipeOp> last = build_schedule(ScheduleKind::kOneFOneB, {3, 4, 8, 1});
+  for (const PipeOp& op : first)
+    EXPECT_TRUE(op.action != Action::kRecvForward && op.action != Action::kSendBackward) << action_name(op.action);
+  for (const PipeOp& op : last)
+    EXPECT_TRUE(op.action != Action::kSendForward && op.action != Action::kRecvBackward) << action_name(op.action);
+}
+
+TEST(PipelineSchedule, TagsMatchAtBothEndsAndPeersWrapAroundForChunks) {
+  const PipelineShape last{1, 2, 2, 2}, first{0, 2, 2, 2};
+  // Stage 1 chunk 0 (virtual stage 1) sends to stage 0 chunk 1 (virtual stage 2).
+  const PipeOp send{Action::kSendForward, 1, 0}, recv{Action::kRecvForward, 1, 1};
+  EXPECT_EQ(peer_stage(send, last), 0);
+  EXPECT_EQ(peer_stage(recv, first), 1);
+  EXPECT_EQ(message_tag(send, last), message_tag(recv, first));
+  EXPECT_NE(message_tag(send, last), message_tag({Action::kSendBackward, 1, 1}, first));
+}
+
+TEST(PipelineSchedule, RejectsShapesItCannotRun) {
+  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 4, 6, 2}), std::invalid_argument);  // m % p
+  EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, {0, 2, 4, 2}), std::invalid_argument);     // v without interleaved
+  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 1, 4, 2}), std::invalid_argument);  // one stage
+  EXPECT_THROW(schedule_kind("zero-bubble"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atl::parallel::pipeline
