@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace atl::optim {
@@ -16,12 +17,18 @@ double sum_of_squares(const at::Tensor& t) {
 double global_grad_norm(const parallel::FlatParameters& params, comm::Communicator& model_group,
                         bool count_replicated) {
   at::NoGradGuard no_grad;
+  // Each parameter counts once in the model group: tp-replicated ones on tp rank 0 only, a
+  // pipeline stage's copy of another stage's parameter (tied embedding) never.
+  const auto counted = [count_replicated](const parallel::FlatEntry& e) {
+    return !e.info.duplicate && (count_replicated || !e.info.replicated_in_model_group);
+  };
+  const auto& entries = params.entries();
   double squares = 0.0;
-  if (count_replicated) {
+  if (std::all_of(entries.begin(), entries.end(), counted)) {
     squares = sum_of_squares(params.grads());
   } else {
-    for (const parallel::FlatEntry& e : params.entries())
-      if (!e.info.replicated_in_model_group) squares += sum_of_squares(e.grad);
+    for (const parallel::FlatEntry& e : entries)
+      if (counted(e)) squares += sum_of_squares(e.grad);
   }
   at::Tensor total = at::full({1}, squares, at::TensorOptions().dtype(at::kDouble));
   model_group.all_reduce(total, comm::ReduceOp::kSum)->wait();

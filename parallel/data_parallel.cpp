@@ -54,17 +54,17 @@ DataParallelReducer::~DataParallelReducer() {
     if (b.work) b.work->wait();
 }
 
-void DataParallelReducer::prepare_backward(bool last_microbatch) {
-  reduce_this_backward_ = last_microbatch && group_.size() > 1;
+void DataParallelReducer::start_step(int backwards_per_step) {
+  step_started_ = group_.size() > 1;
   for (Bucket& b : buckets_) {
-    b.pending = b.num_params;
+    b.pending = b.num_params * backwards_per_step;
     b.work.reset();
   }
   next_launch_ = 0;
 }
 
 void DataParallelReducer::on_gradient_ready(size_t bucket_index) {
-  if (!reduce_this_backward_) return;
+  if (!step_started_) return;
   --buckets_[bucket_index].pending;
   // Launch strictly in bucket order: collectives must be issued in the same order on every rank,
   // whatever order the hooks happen to fire in.
@@ -81,10 +81,10 @@ void DataParallelReducer::launch(Bucket& bucket) {
 }
 
 void DataParallelReducer::finish() {
-  if (!reduce_this_backward_) return;
+  if (!step_started_) return;
   while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++]);
   for (Bucket& b : buckets_) b.work->wait();
-  reduce_this_backward_ = false;
+  step_started_ = false;
 }
 
 }  // namespace atl::parallel

@@ -4,8 +4,10 @@
 // `bucket_bytes`, at parameter boundaries. A post-hook on each parameter's gradient accumulator
 // counts the gradients that are ready; when the last one of a bucket arrives, that bucket's
 // all-reduce (average over the dp group) starts at once, while backward computes the next
-// buckets. Gradient accumulation: only the backward of the last microbatch launches reductions,
-// so the gradients of all microbatches are summed locally and reduced once.
+// buckets. Gradient accumulation: each parameter's gradient is ready once per backward, so a
+// bucket is complete after `backwards_per_step` arrivals of each of its parameters -- the
+// gradients of all microbatches are summed locally and reduced once, and under a pipeline
+// schedule each chunk's buckets start as soon as that chunk's last backward is done.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,9 @@ class DataParallelReducer {
   DataParallelReducer(const DataParallelReducer&) = delete;
   DataParallelReducer& operator=(const DataParallelReducer&) = delete;
 
-  // Call before each microbatch's backward: reductions start only when `last_microbatch` is true.
-  void prepare_backward(bool last_microbatch);
+  // Call before the step's first backward: each parameter will receive `backwards_per_step`
+  // gradients (one per microbatch) before its bucket is reduced.
+  void start_step(int backwards_per_step);
   // Waits for every bucket's reduction; afterwards grads() holds the dp-averaged gradient.
   // Launches any bucket whose hooks did not all fire (a parameter unused in this step).
   void finish();
@@ -48,7 +51,7 @@ class DataParallelReducer {
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps each gradient accumulator (and its hook) alive
   size_t next_launch_ = 0;                           // buckets before it have been launched
-  bool reduce_this_backward_ = false;
+  bool step_started_ = false;
 };
 
 }  // namespace atl::parallel

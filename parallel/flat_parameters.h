@@ -22,6 +22,7 @@ struct ParamInfo {
   std::vector<int64_t> shape;              // shape of this rank's piece
   bool weight_decay = true;                // false for norms
   bool replicated_in_model_group = false;  // counted once in the global grad norm (e.g. TP-replicated norms)
+  bool duplicate = false;  // a copy of a parameter another stage owns (tied embedding): not in the grad norm
 };
 
 struct FlatEntry {
@@ -38,6 +39,7 @@ class FlatParameters {
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   const FlatEntry& entry(const std::string& name) const;
+  bool contains(const std::string& name) const { return index_.count(name) > 0; }
   const at::Tensor& value(const std::string& name) const { return entry(name).value; }
 
   const at::Tensor& values() const { return values_; }

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "parallel/pipeline/stage_layout.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -252,6 +254,29 @@ Field betas_field() {
   return f;
 }
 
+// parallel.stage_layers: a list of layer counts, one per virtual stage (empty: an even split).
+Field stage_layers_field() {
+  Field f{"parallel", "stage_layers", nullptr, nullptr};
+  f.read = [](Config& c, const YAML::Node& node) -> std::string {
+    std::vector<int> counts;
+    try {
+      if (!node.IsSequence()) throw YAML::Exception(YAML::Mark(), "not a list");
+      for (const YAML::Node& item : node) counts.push_back(item.as<int>());
+    } catch (const YAML::Exception&) {
+      return "config: parallel.stage_layers = " + quoted(node) +
+             " is not a list of integers; write e.g. parallel.stage_layers: [3, 5] (layers per virtual stage)";
+    }
+    c.parallel.stage_layers = counts;
+    return "";
+  };
+  f.show = [](const Config& c) {
+    std::string list;
+    for (int count : c.parallel.stage_layers) list += (list.empty() ? "" : ", ") + std::to_string(count);
+    return "[" + list + "]";
+  };
+  return f;
+}
+
 // Every field, in the order of the YAML contract; parsing, the table and the saved YAML all use it.
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
@@ -286,6 +311,7 @@ const std::vector<Field>& fields() {
         parallel("virtual_stages", &ParallelConfig::virtual_stages, at_least(1)),
         parallel("bucket_mb", &ParallelConfig::bucket_mb, above(0)),
         parallel("sequence_parallel", &ParallelConfig::sequence_parallel),
+        stage_layers_field(),
         train("steps", &TrainConfig::steps, at_least(1)),
         train("global_batch", &TrainConfig::global_batch, at_least(1)),
         train("log_every", &TrainConfig::log_every, at_least(1)),
@@ -554,9 +580,22 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
     problems.push_back("config: parallel.virtual_stages = " + std::to_string(p.virtual_stages) +
                        " needs parallel.schedule = interleaved, not '" + p.schedule +
                        "'; set the schedule to interleaved or virtual_stages to 1");
-  if (p.schedule == "interleaved" && p.pp > 1)
+  if (p.schedule == "interleaved" && p.pp > 1 && p.microbatches < p.pp)
+    problems.push_back("config: parallel.microbatches = " + std::to_string(p.microbatches) +
+                       " is fewer than parallel.pp = " + std::to_string(p.pp) +
+                       "; interleaved 1F1B needs at least one microbatch per stage, so raise microbatches");
+  else if (p.schedule == "interleaved" && p.pp > 1)
     require_divisible(problems, "parallel.microbatches", p.microbatches, "parallel.pp", p.pp,
                       "interleaved 1F1B runs microbatches in rounds of pp; use a multiple of pp");
+  if (p.schedule == "interleaved" && p.pp == 1 && p.virtual_stages > 1)
+    problems.push_back("config: parallel.virtual_stages = " + std::to_string(p.virtual_stages) +
+                       " with parallel.pp = 1; virtual stages interleave a pipeline, so set pp >= 2 or "
+                       "virtual_stages to 1");
+  else if (p.virtual_stages >= 1 && p.pp >= 1) {
+    const std::string split = parallel::pipeline::stage_layers_problem(m.layers, p.pp, p.virtual_stages,
+                                                                       p.stage_layers);
+    if (!split.empty()) problems.push_back(split);
+  }
   return problems;
 }
 

@@ -41,6 +41,7 @@ struct ParallelConfig {
   int virtual_stages = 1;
   double bucket_mb = 25.0;
   bool sequence_parallel = false;  // Megatron-SP over the tp group
+  std::vector<int> stage_layers;   // layers per virtual stage; empty: an even split
 };
 
 struct TrainConfig {

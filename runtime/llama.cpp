@@ -41,6 +41,7 @@ namespace {
 
 // One parameter: its canonical (unsharded, unpadded) shape and how tensor parallelism splits it.
 struct ParamSpec {
+  int layer;  // decoder layer; -1 for the embedding, layers for the final norm and head
   std::string name;
   std::vector<int64_t> canonical_shape;
   int split_dim;  // -1: replicated on every tp rank; 0: rows (column-parallel); 1: columns (row-parallel)
@@ -51,21 +52,21 @@ struct ParamSpec {
 std::vector<ParamSpec> param_specs(const ModelConfig& c) {
   const int64_t head_dim = c.dim / c.heads;
   std::vector<ParamSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {c.vocab, c.dim}, 0, false, true});
+  specs.push_back({-1, "model.embed_tokens.weight", {c.vocab, c.dim}, 0, false, true});
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = layer_prefix(i);
-    specs.push_back({p + "input_layernorm.weight", {c.dim}, -1, true});
-    specs.push_back({p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}, 0});
-    specs.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
-    specs.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
-    specs.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}, 1});
-    specs.push_back({p + "post_attention_layernorm.weight", {c.dim}, -1, true});
-    specs.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}, 0});
-    specs.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}, 0});
-    specs.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}, 1});
+    specs.push_back({i, p + "input_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({i, p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}, 1});
+    specs.push_back({i, p + "post_attention_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({i, p + "mlp.gate_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({i, p + "mlp.up_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({i, p + "mlp.down_proj.weight", {c.dim, c.ffn}, 1});
   }
-  specs.push_back({"model.norm.weight", {c.dim}, -1, true});
-  if (!c.tie_embeddings) specs.push_back({"lm_head.weight", {c.vocab, c.dim}, 0, false, true});
+  specs.push_back({c.layers, "model.norm.weight", {c.dim}, -1, true});
+  if (!c.tie_embeddings) specs.push_back({c.layers, "lm_head.weight", {c.vocab, c.dim}, 0, false, true});
   return specs;
 }
 
@@ -82,12 +83,26 @@ std::vector<int64_t> local_shape(const ParamSpec& spec, int64_t vocab, int tp) {
   return shape;
 }
 
+int end_layer(const ModelConfig& c, const ModelPart& part) {
+  return part.end_layer < 0 ? c.layers : part.end_layer;
+}
+
+// Whether `part` needs the parameter; the head of a tied model needs the embedding matrix.
+bool part_holds(const ModelConfig& c, const ModelPart& part, const ParamSpec& spec) {
+  if (spec.layer < 0) return part.embedding || (part.head && c.tie_embeddings);
+  if (spec.layer >= c.layers) return part.head;
+  return spec.layer >= part.first_layer && spec.layer < end_layer(c, part);
+}
+
 }  // namespace
 
-std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp) {
+std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp, const ModelPart& part) {
   std::vector<parallel::ParamInfo> infos;
-  for (const ParamSpec& spec : param_specs(c))
-    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0});
+  for (const ParamSpec& spec : param_specs(c)) {
+    if (!part_holds(c, part, spec)) continue;
+    const bool duplicate = spec.layer < 0 && !part.embedding;
+    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate});
+  }
   return infos;
 }
 
@@ -106,14 +121,15 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 }
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
-                       comm::Communicator& tp, bool sequence_parallel)
+                       comm::Communicator& tp, bool sequence_parallel, const ModelPart& part)
     : config_(config),
+      part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
       tp_(tp),
       sequence_parallel_(sequence_parallel && tp.size() > 1),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
-  embed_ = params.value("model.embed_tokens.weight");
-  for (int i = 0; i < config.layers; ++i) {
+  if (part_.embedding || (part_.head && config.tie_embeddings)) embed_ = params.value("model.embed_tokens.weight");
+  for (int i = part_.first_layer; i < part_.end_layer; ++i) {
     const std::string p = layer_prefix(i);
     layers_.push_back(
         Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
@@ -122,8 +138,10 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
               params.value(p + "post_attention_layernorm.weight"), params.value(p + "mlp.gate_proj.weight"),
               params.value(p + "mlp.up_proj.weight"), params.value(p + "mlp.down_proj.weight")});
   }
-  final_norm_ = params.value("model.norm.weight");
-  lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
+  if (part_.head) {
+    final_norm_ = params.value("model.norm.weight");
+    lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
+  }
 
   // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
   // both halves of the head dimension.
@@ -175,8 +193,10 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
 }
 
-at::Tensor LlamaModel::logits(const at::Tensor& tokens) const {
-  at::Tensor h = parallel::vocab_parallel_embedding(tokens, embed_, vocab_start_, tp_, sequence_parallel_);
+at::Tensor LlamaModel::forward(const at::Tensor& input) const {
+  at::Tensor h = part_.embedding
+                     ? parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_, sequence_parallel_)
+                     : input;
   for (const Layer& layer : layers_) {
     h = h + attention(layer, rms_norm(h, layer.input_norm));
     // SwiGLU: gate and up column-parallel, down row-parallel.
@@ -184,11 +204,15 @@ at::Tensor LlamaModel::logits(const at::Tensor& tokens) const {
     h = h +
         exit_tp(at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down));
   }
+  if (!part_.head) return h;
   return at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
 }
 
-at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
-  const at::Tensor out = logits(tokens);
+std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {
+  return {batch, sequence_parallel_ ? config_.seq / tp_.size() : config_.seq, config_.dim};
+}
+
+at::Tensor LlamaModel::loss_of(const at::Tensor& out, const at::Tensor& targets) const {
   const int64_t rows = out.size(-1);
   if (tp_.size() > 1)
     return parallel::vocab_parallel_cross_entropy(out.reshape({-1, rows}), targets.reshape({-1}),
@@ -196,6 +220,10 @@ at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets)
   // One rank: padding rows of the vocabulary never take part in the softmax.
   return at::cross_entropy_loss(out.narrow(-1, 0, config_.vocab).reshape({-1, config_.vocab}),
                                 targets.reshape({-1}));
+}
+
+at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
+  return loss_of(forward(tokens), targets);
 }
 
 double training_flops_per_token(const ModelConfig& c) {
@@ -212,6 +240,7 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
   at::NoGradGuard no_grad;
   const double scaled_std = config.init_std / std::sqrt(2.0 * config.layers);
   for (const ParamSpec& spec : param_specs(config)) {
+    if (!params.contains(spec.name)) continue;  // held by another pipeline stage
     const at::Tensor& local = params.value(spec.name);
     if (spec.is_norm) {
       local.fill_(1.0);

@@ -23,26 +23,47 @@ namespace atl::runtime {
 // shards equal). Padding rows are zero and excluded from the loss.
 int64_t padded_vocab(int64_t vocab, int tp);
 
+// The part of the model one pipeline chunk runs (DESIGN §5): a range of decoder layers, plus the
+// embedding on the first virtual stage and the final norm, LM head and loss on the last.
+struct ModelPart {
+  int first_layer = 0;
+  int end_layer = -1;  // one past the last layer; -1: through the last layer
+  bool embedding = true;
+  bool head = true;
+};
+
 class LlamaModel {
  public:
   // `tp`: the tensor-parallel group (size 1 for none). Attention heads, kv heads, the MLP width and
   // the vocabulary rows are split over it (Megatron: q/k/v, gate/up and the LM head
   // column-parallel, o_proj and down_proj row-parallel, the embedding vocabulary-parallel).
   // With `sequence_parallel`, activations outside attention and MLP hold seq/tp positions per rank.
+  // `part`: the layers (and ends) this instance runs; their parameters must be in `params`.
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
-             bool sequence_parallel = false);
+             bool sequence_parallel = false, const ModelPart& part = {});
 
-  // This rank's piece of every parameter at tensor-parallel size `tp`, in forward order.
-  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config, int tp = 1);
+  // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
+  // With tied embeddings, a head without the embedding holds its own copy of
+  // model.embed_tokens.weight (marked `duplicate`; the embedding group keeps the copies equal).
+  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config, int tp = 1,
+                                                      const ModelPart& part = {});
   // This rank's piece of parameter `name`, cut from its canonical full tensor (vocabulary rows
   // unpadded, or padded for any tp): pads the vocabulary for `tp_size`, then slices.
   static at::Tensor shard_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name,
                              const at::Tensor& canonical);
 
-  // Mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
+  // The part's forward: tokens (int64 [batch, seq]) with the embedding, else the previous part's
+  // hidden states; returns hidden states for the next part, or with the head this rank's logits over its rows of
+  // the padded vocabulary: [batch, seq, padded_vocab / tp].
+  at::Tensor forward(const at::Tensor& input) const;
+  // Mean next-token cross-entropy over all positions of the head's logits; targets: int64 [batch, seq].
+  at::Tensor loss_of(const at::Tensor& logits, const at::Tensor& targets) const;
+  // The hidden-state shape that flows between parts for a microbatch of `batch` sequences:
+  // [batch, seq / tp (with sequence parallelism) or seq, dim].
+  std::vector<int64_t> hidden_shape(int64_t batch) const;
+
+  // Whole model: mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
-  // This rank's logits over its rows of the padded vocabulary: [batch, seq, padded_vocab / tp].
-  at::Tensor logits(const at::Tensor& tokens) const;
 
  private:
   struct Layer {
@@ -57,6 +78,7 @@ class LlamaModel {
   at::Tensor exit_tp(const at::Tensor& partial) const;
 
   ModelConfig config_;
+  ModelPart part_;
   int64_t head_dim_;
   comm::Communicator& tp_;
   bool sequence_parallel_;

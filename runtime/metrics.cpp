@@ -13,11 +13,27 @@ void JsonRecord::key(const std::string& k) {
   body_ += "\"" + k + "\":";
 }
 
-JsonRecord& JsonRecord::add(const std::string& k, double value) {
-  key(k);
+namespace {
+
+std::string round_trip(double value) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", value);
-  body_ += buf;
+  return buf;
+}
+
+}  // namespace
+
+JsonRecord& JsonRecord::add(const std::string& k, double value) {
+  key(k);
+  body_ += round_trip(value);
+  return *this;
+}
+
+JsonRecord& JsonRecord::add(const std::string& k, const std::vector<double>& values) {
+  key(k);
+  body_ += "[";
+  for (size_t i = 0; i < values.size(); ++i) body_ += (i ? "," : "") + round_trip(values[i]);
+  body_ += "]";
   return *this;
 }
 
@@ -63,6 +79,7 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("comm_wait_s", m.comm_wait_seconds)
       .add("rss_bytes", static_cast<int64_t>(m.rss_bytes))
       .add("param_bytes", static_cast<int64_t>(m.param_bytes));
+  if (!m.stage_idle.empty()) r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
   return r;
 }
 

@@ -23,6 +23,10 @@ struct StepMetrics {
   uint64_t comm_bytes = 0;         // bytes this rank sent in the step (all groups)
   uint64_t rss_bytes = 0;          // resident memory of this process
   uint64_t param_bytes = 0;        // this rank's parameters (its tensor-parallel shard)
+  // Per pipeline stage (index = stage; empty without a pipeline): the idle fraction of the step's
+  // schedule (waiting over wall time: the bubble) and the peak heap growth while it ran (activations).
+  std::vector<double> stage_idle;
+  std::vector<double> stage_activation_bytes;
 };
 
 // A JSON object written field by field; numbers with round-trip precision.
@@ -31,6 +35,7 @@ class JsonRecord {
   JsonRecord& add(const std::string& key, double value);
   JsonRecord& add(const std::string& key, int64_t value);
   JsonRecord& add(const std::string& key, const std::string& value);
+  JsonRecord& add(const std::string& key, const std::vector<double>& values);
   std::string str() const { return "{" + body_ + "}"; }
 
  private:

@@ -18,6 +18,9 @@
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/flat_parameters.h"
+#include "parallel/pipeline/executor.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_layout.h"
 #include "runtime/batches.h"
 #include "runtime/host_memory.h"
 #include "runtime/llama.h"
@@ -76,7 +79,6 @@ void require_supported_layout(const ParallelConfig& p) {
                                  " is not supported by this build of Atoll yet; set parallel." + field +
                                  " to its default");
   };
-  if (p.pp != 1) throw unsupported("pp", p.pp);
   if (p.islands != 1) throw unsupported("islands", p.islands);
   if (p.zero != 0) throw unsupported("zero", p.zero);
 }
@@ -97,12 +99,35 @@ int default_threads_per_rank(const comm::MpiCommunicator& world) {
   return std::max(1, cores / local_ranks);
 }
 
+namespace pipe = parallel::pipeline;
+
+// The model chunks this rank runs, in chunk order: chunk c is virtual stage c * pp + stage.
+std::vector<ModelPart> model_parts(const Config& config, const pipe::PipelineShape& shape) {
+  const std::vector<pipe::LayerRange> ranges = pipe::virtual_stage_layers(
+      config.model.layers, shape.stages, shape.virtual_stages, config.parallel.stage_layers);
+  std::vector<ModelPart> parts;
+  for (int chunk = 0; chunk < shape.virtual_stages; ++chunk) {
+    const pipe::LayerRange& r = ranges[shape.virtual_stage(chunk)];
+    parts.push_back({r.first, r.end, shape.is_first(chunk), shape.is_last(chunk)});
+  }
+  return parts;
+}
+
+// With one stage every schedule is a plain loop over microbatches; interleaving needs stages.
+pipe::ScheduleKind effective_schedule(const ParallelConfig& p) {
+  if (p.pp == 1 && p.schedule == "interleaved") return pipe::ScheduleKind::kOneFOneB;
+  return pipe::schedule_kind(p.schedule);
+}
+
 struct Trainer::State {
   Config config;
   std::ostream* out = nullptr;
   std::unique_ptr<comm::DeviceMesh> mesh;
   std::unique_ptr<parallel::FlatParameters> params;
-  std::unique_ptr<LlamaModel> model;
+  std::vector<std::unique_ptr<LlamaModel>> chunks;  // this rank's model chunks (one without virtual stages)
+  pipe::PipelineShape pipeline;
+  std::vector<pipe::PipeOp> step_schedule;
+  std::unique_ptr<pipe::PipelineExecutor> executor;
   std::unique_ptr<parallel::DataParallelReducer> reducer;
   std::unique_ptr<optim::FlatAdamW> optimizer;
   optim::LrSchedule schedule;
@@ -160,11 +185,21 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.log(table);
 
   const int tp_size = config.parallel.tp, tp_rank = s.mesh->coord().tp;
-  s.params = std::make_unique<parallel::FlatParameters>(
-      backward_order(LlamaModel::param_infos(config.model, tp_size)), at::kFloat);
+  const int pp = config.parallel.pp;
+  s.pipeline = {s.mesh->coord().pp, pp, config.parallel.microbatches, pp > 1 ? config.parallel.virtual_stages : 1};
+  const std::vector<ModelPart> parts = model_parts(config, s.pipeline);
+  std::vector<parallel::ParamInfo> infos;
+  for (const ModelPart& part : parts) {
+    const std::vector<parallel::ParamInfo> chunk_infos = LlamaModel::param_infos(config.model, tp_size, part);
+    infos.insert(infos.end(), chunk_infos.begin(), chunk_infos.end());
+  }
+  s.params = std::make_unique<parallel::FlatParameters>(backward_order(infos), at::kFloat);
   initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
-  s.model =
-      std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(), config.parallel.sequence_parallel);
+  for (const ModelPart& part : parts)
+    s.chunks.push_back(std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(),
+                                                    config.parallel.sequence_parallel, part));
+  s.step_schedule = pipe::build_schedule(effective_schedule(config.parallel), s.pipeline);
+  s.executor = std::make_unique<pipe::PipelineExecutor>(s.mesh->pp(), at::kFloat);
   s.reducer = std::make_unique<parallel::DataParallelReducer>(
       *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
   s.optimizer =
@@ -207,29 +242,65 @@ const comm::DeviceMesh& Trainer::mesh() const {
   return *state_->mesh;
 }
 
+namespace {
+
+// The pipeline-stage statistics of a step, gathered from every stage of this rank's pipeline.
+void gather_stage_stats(comm::Communicator& pp_group, const pipe::PipelineRunStats& stats, StepMetrics& m) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor mine =
+      at::tensor({stats.idle_fraction(), static_cast<double>(stats.peak_memory_growth)}, f64);
+  const at::Tensor all = at::empty({pp_group.size(), 2}, f64);
+  pp_group.all_gather(mine, all.view({-1}))->wait();
+  for (int stage = 0; stage < pp_group.size(); ++stage) {
+    m.stage_idle.push_back(all[stage][0].item<double>());
+    m.stage_activation_bytes.push_back(all[stage][1].item<double>());
+  }
+}
+
+}  // namespace
+
 StepMetrics Trainer::train_step() {
   State& s = *state_;
   const Config& c = s.config;
   const auto t0 = Clock::now();
   const CommTotals comm_before = comm_totals(*s.mesh);
   const int microbatches = c.parallel.microbatches;
+  const int64_t microbatch_size = c.train.global_batch / (c.parallel.dp * microbatches);
 
   s.params->zero_grads();
-  double local_loss = 0.0;
-  for (int m = 0; m < microbatches; ++m) {
-    const BatchSlice slice =
-        batch_slice(s.step, c.train.global_batch, s.mesh->coord().dp, c.parallel.dp, m, microbatches);
-    const TokenBatch batch = s.train_data->shuffled(slice.first, slice.count);
-    s.reducer->prepare_backward(m == microbatches - 1);
+  s.reducer->start_step(microbatches);
+  double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
+  pipe::StageCallbacks callbacks;
+  callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
+    const bool first = s.pipeline.is_first(chunk), last = s.pipeline.is_last(chunk);
+    TokenBatch batch;
+    if (first || last) {
+      const BatchSlice slice =
+          batch_slice(s.step, c.train.global_batch, s.mesh->coord().dp, c.parallel.dp, micro, microbatches);
+      batch = s.train_data->shuffled(slice.first, slice.count);
+    }
+    const LlamaModel& model = *s.chunks[chunk];
+    at::Tensor out = model.forward(first ? batch.inputs : input);
+    if (!last) return out;
     // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
     // gradient of the mean over this rank's share of the batch; the dp average does the rest.
-    at::Tensor loss = s.model->loss(batch.inputs, batch.targets) / microbatches;
-    loss.backward();
+    at::Tensor loss = model.loss_of(out, batch.targets) / microbatches;
     local_loss += loss.item<double>();
-  }
+    return loss;
+  };
+  callbacks.activation_shape = [&](int) { return s.chunks.front()->hidden_shape(microbatch_size); };
+  callbacks.memory_in_use = heap_bytes_in_use;
+  const pipe::PipelineRunStats pipeline_stats = s.executor->run(s.pipeline, s.step_schedule, callbacks);
   s.reducer->finish();
+  // Tied embeddings across the first and last stage: each holds a copy, kept equal by summing
+  // their gradients (Megatron's embedding group).
+  comm::Communicator* embedding_group = s.mesh->embedding();
+  if (embedding_group && embedding_group->size() > 1 && c.model.tie_embeddings)
+    embedding_group->all_reduce(s.params->entry("model.embed_tokens.weight").grad, comm::ReduceOp::kSum)->wait();
 
+  // The last stage holds the loss: sum over the pipeline, average over data parallelism.
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
+  if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
   comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
   const double grad_norm = optim::global_grad_norm(*s.params, s.mesh->model(), s.mesh->coord().tp == 0);
   optim::clip_gradients(*s.params, grad_norm, c.optim.grad_clip);
@@ -248,6 +319,7 @@ StepMetrics Trainer::train_step() {
   m.tokens_per_s = tokens / m.step_seconds;
   const int ranks = s.mesh->shape().world_size();
   m.mfu = m.tokens_per_s * training_flops_per_token(c.model) / (s.peak_flops * ranks);
+  if (s.pipeline.stages > 1) gather_stage_stats(s.mesh->pp(), pipeline_stats, m);
   const CommTotals comm_after = comm_totals(*s.mesh);
   m.comm_bytes = comm_after.bytes - comm_before.bytes;
   m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
@@ -263,13 +335,28 @@ double Trainer::evaluate() {
   // This dp rank's share of the fixed validation sequences, in chunks of one microbatch.
   const comm::ShardRange mine = comm::shard_range(c.train.eval_sequences, c.parallel.dp, s.mesh->coord().dp);
   const int64_t chunk = std::max(1, c.train.global_batch / (c.parallel.dp * c.parallel.microbatches));
-  double loss_sum = 0.0;
-  for (int64_t first = mine.offset; first < mine.offset + mine.numel; first += chunk) {
-    const int64_t count = std::min(chunk, mine.offset + mine.numel - first);
-    const TokenBatch batch = s.val_data->in_order(first, count);
-    loss_sum += s.model->loss(batch.inputs, batch.targets).item<double>() * static_cast<double>(count);
+  const auto count_of = [&](int micro) { return std::min(chunk, mine.numel - micro * chunk); };
+  pipe::PipelineShape shape = s.pipeline;
+  shape.microbatches = static_cast<int>((mine.numel + chunk - 1) / chunk);
+  double loss_sum = 0.0;  // on the last stage
+  if (shape.microbatches > 0) {
+    pipe::StageCallbacks callbacks;
+    callbacks.forward = [&](int model_chunk, int micro, const at::Tensor& input) {
+      const bool first = s.pipeline.is_first(model_chunk), last = s.pipeline.is_last(model_chunk);
+      TokenBatch batch;
+      if (first || last) batch = s.val_data->in_order(mine.offset + micro * chunk, count_of(micro));
+      const LlamaModel& model = *s.chunks[model_chunk];
+      at::Tensor out = model.forward(first ? batch.inputs : input);
+      if (!last) return out;
+      const at::Tensor loss = model.loss_of(out, batch.targets);
+      loss_sum += loss.item<double>() * static_cast<double>(count_of(micro));
+      return loss;
+    };
+    callbacks.activation_shape = [&](int micro) { return s.chunks.front()->hidden_shape(count_of(micro)); };
+    s.executor->run(shape, pipe::forward_only_schedule(shape), callbacks);
   }
   at::Tensor total = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
+  if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   s.mesh->dp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   return total.item<double>() / std::max(1, c.train.eval_sequences);
 }

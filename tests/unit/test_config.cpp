@@ -282,7 +282,7 @@ run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3 }
 model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq: 32, tie_embeddings: true,
             rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01 }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,
-            virtual_stages: 2, bucket_mb: 12.5, sequence_parallel: true }
+            virtual_stages: 2, bucket_mb: 12.5, sequence_parallel: true, stage_layers: [1, 2, 1] }
 train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5 }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
@@ -313,6 +313,7 @@ TEST(ConfigOutput, SavedYamlRoundTripsEveryField) {
   EXPECT_NE(yaml.find("  rope_theta: 500000.0\n"), std::string::npos) << "whole doubles stay floats";
   EXPECT_NE(yaml.find("  lr: 0.00015\n"), std::string::npos) << "shortest round-trip decimal";
   EXPECT_NE(yaml.find("  betas: [0.8, 0.99]\n"), std::string::npos);
+  EXPECT_EQ(back.parallel.stage_layers, (std::vector<int>{1, 2, 1}));
 }
 
 TEST(ConfigOutput, TableListsEveryFieldInABox) {

@@ -1,0 +1,146 @@
+#include "parallel/pipeline/executor.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace atl::parallel::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// What one microbatch chunk holds between its forward and its backward.
+struct Slot {
+  at::Tensor input, output, output_grad;
+  comm::WorkPtr input_arrival, grad_arrival;
+};
+
+// A send in flight and its tensor, kept alive until the send is done.
+struct PendingSend {
+  comm::WorkPtr work;
+  at::Tensor tensor;
+};
+
+void wait_for(comm::WorkPtr& work) {
+  if (work) work->wait();
+  work.reset();
+}
+
+// Drops the data of an activation already sent; its autograd node keeps what backward needs.
+// Views share storage with other tensors, so freeing them would free nothing.
+void release_data(at::Tensor& activation) {
+  if (activation.defined() && activation.requires_grad() && !activation.is_view())
+    activation.set_data(at::empty({0}, activation.options()));
+}
+
+}  // namespace
+
+PipelineExecutor::PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype)
+    : group_(pp_group), dtype_(dtype) {}
+
+PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::vector<PipeOp>& ops,
+                                       const StageCallbacks& callbacks) {
+  if (group_.size() != shape.stages || group_.rank() != shape.stage)
+    throw std::invalid_argument("pipeline executor: the schedule is for stage " + std::to_string(shape.stage) +
+                                " of " + std::to_string(shape.stages) + " but the pipeline group has rank " +
+                                std::to_string(group_.rank()) + " of " + std::to_string(group_.size()));
+  const bool training = at::GradMode::is_enabled();
+  const auto start = Clock::now();
+  const int64_t memory_at_start = callbacks.memory_in_use ? callbacks.memory_in_use() : 0;
+  PipelineRunStats stats;
+  std::map<std::pair<int, int>, Slot> slots;  // by (microbatch, chunk)
+  std::vector<PendingSend> sends;
+  int in_flight = 0;
+
+  const auto sample_memory = [&] {
+    if (callbacks.memory_in_use)
+      stats.peak_memory_growth = std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
+  };
+  const auto send = [&](const PipeOp& op, const at::Tensor& tensor) {
+    sends.push_back({group_.send(tensor.detach(), peer_stage(op, shape), message_tag(op, shape)), tensor});
+  };
+  // Completed sends release their activations; testing also lets MPI progress the rest.
+  const auto reap_sends = [&] {
+    for (auto it = sends.begin(); it != sends.end();) {
+      if (!it->work->test()) {
+        ++it;
+        continue;
+      }
+      release_data(it->tensor);
+      it = sends.erase(it);
+    }
+  };
+  const auto new_buffer = [&](int microbatch) {
+    return at::empty(callbacks.activation_shape(microbatch), at::TensorOptions().dtype(dtype_));
+  };
+
+  for (const PipeOp& op : ops) {
+    const std::pair<int, int> key{op.microbatch, op.chunk};
+    Slot& slot = slots[key];
+    switch (op.action) {
+      case Action::kRecvForward:
+        slot.input = new_buffer(op.microbatch);
+        slot.input_arrival = group_.recv(slot.input, peer_stage(op, shape), message_tag(op, shape));
+        break;
+      case Action::kRecvBackward:
+        slot.output_grad = new_buffer(op.microbatch);
+        slot.grad_arrival = group_.recv(slot.output_grad, peer_stage(op, shape), message_tag(op, shape));
+        break;
+      case Action::kForward: {
+        wait_for(slot.input_arrival);
+        if (slot.input.defined() && training) slot.input.requires_grad_(true);
+        const auto t0 = Clock::now();
+        slot.output = callbacks.forward(op.chunk, op.microbatch, slot.input);
+        stats.compute_seconds += seconds_since(t0);
+        stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
+        sample_memory();
+        if (!training && shape.is_last(op.chunk)) {  // evaluation: the callback has taken the loss
+          slots.erase(key);
+          --in_flight;
+        }
+        break;
+      }
+      case Action::kSendForward:
+        send(op, slot.output);
+        if (!training) {
+          slots.erase(key);
+          --in_flight;
+        }
+        break;
+      case Action::kBackward: {
+        wait_for(slot.grad_arrival);
+        const auto t0 = Clock::now();
+        if (shape.is_last(op.chunk))
+          torch::autograd::backward({slot.output});
+        else
+          torch::autograd::backward({slot.output}, {slot.output_grad});
+        stats.compute_seconds += seconds_since(t0);
+        --in_flight;
+        sample_memory();
+        if (shape.is_first(op.chunk)) slots.erase(key);
+        break;
+      }
+      case Action::kSendBackward:
+        send(op, slot.input.grad());
+        slots.erase(key);
+        break;
+    }
+    reap_sends();
+  }
+  for (PendingSend& s : sends) s.work->wait();
+  if (!slots.empty())
+    throw std::logic_error("pipeline executor: the schedule left " + std::to_string(slots.size()) +
+                           " microbatch chunks unfinished");
+  stats.seconds = seconds_since(start);
+  return stats;
+}
+
+}  // namespace atl::parallel::pipeline
