@@ -23,10 +23,11 @@ struct Slot {
   comm::WorkPtr input_arrival, grad_arrival;
 };
 
-// A send in flight and its tensor, kept alive until the send is done.
+// A send in flight: the buffer it reads, kept alive until it is done, and the activation whose
+// data may go then (the buffer itself, or the original when that was not contiguous).
 struct PendingSend {
   comm::WorkPtr work;
-  at::Tensor tensor;
+  at::Tensor buffer, activation;
 };
 
 void wait_for(comm::WorkPtr& work) {
@@ -65,7 +66,9 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
       stats.peak_memory_growth = std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
   };
   const auto send = [&](const PipeOp& op, const at::Tensor& tensor) {
-    sends.push_back({group_.send(tensor.detach(), peer_stage(op, shape), message_tag(op, shape)), tensor});
+    // Sequence-parallel activations are transposed layouts: the wire wants contiguous bytes.
+    const at::Tensor buffer = tensor.detach().contiguous();
+    sends.push_back({group_.send(buffer, peer_stage(op, shape), message_tag(op, shape)), buffer, tensor});
   };
   // Completed sends release their activations; testing also lets MPI progress the rest.
   const auto reap_sends = [&] {
@@ -74,7 +77,7 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
         ++it;
         continue;
       }
-      release_data(it->tensor);
+      release_data(it->activation);
       it = sends.erase(it);
     }
   };

@@ -1,0 +1,70 @@
+// Pipeline parity: GPipe, 1F1B and interleaved 1F1B over all launched ranks (PP = 2 or 4), PP with
+// data parallelism and tied embeddings, uneven stage splits, and TP x PP x DP on 8 ranks, each
+// against one rank for 20 steps: same losses, gradients and parameters (tests/parity_harness.h).
+#include "tests/parity_harness.h"
+
+using atl::runtime::Config;
+using atl::test::expect_parity;
+using atl::test::layout;
+using atl::test::world_size;
+
+namespace {
+
+// The whole world as one pipeline, microbatches = 2 * pp (so every schedule has a steady state).
+Config pipeline(const std::string& tag, const std::string& schedule, int layers) {
+  Config config = layout(tag, /*tp=*/1, /*pp=*/world_size());
+  config.model.layers = layers;
+  config.parallel.schedule = schedule;
+  config.parallel.microbatches = 2 * world_size();
+  config.train.global_batch = 4 * world_size();
+  config.optim.grad_clip = 0.0;  // unclipped, so the gradients compared are raw
+  return config;
+}
+
+}  // namespace
+
+TEST(PipelineParity, GPipeMatchesOneRank) {
+  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
+  expect_parity(pipeline("gpipe", "gpipe", 4));
+}
+
+TEST(PipelineParity, OneFOneBMatchesOneRank) {
+  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
+  expect_parity(pipeline("1f1b", "1f1b", 4));
+}
+
+TEST(PipelineParity, InterleavedMatchesOneRank) {
+  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
+  Config config = pipeline("interleaved", "interleaved", 2 * world_size());
+  config.parallel.virtual_stages = 2;
+  expect_parity(config);
+}
+
+TEST(PipelineParity, UnevenStageLayersAndEvaluationMatchOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "a PP = 2 split";
+  Config config = pipeline("uneven", "1f1b", 3);
+  config.parallel.stage_layers = {1, 2};
+  config.train.eval_every = 10;
+  expect_parity(config);
+}
+
+TEST(PipelineParity, TiedEmbeddingsWithDataParallelMatchOneRank) {
+  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 x DP = 1 or 2";
+  Config config = layout("pp-tied", /*tp=*/1, /*pp=*/2);
+  config.model.layers = 4;
+  config.model.tie_embeddings = true;
+  config.parallel.microbatches = 4;
+  config.train.global_batch = 8 * config.parallel.dp;
+  expect_parity(config);  // clipping on: the grad norm counts the tied embedding once
+}
+
+TEST(PipelineParity, ThreeDimensionalLayoutMatchesOneRank) {
+  if (world_size() != 8) GTEST_SKIP() << "TP = 2 x PP = 2 x DP = 2 needs 8 ranks";
+  Config config = layout("3d", /*tp=*/2, /*pp=*/2);
+  config.model.layers = 4;
+  config.model.tie_embeddings = true;
+  config.parallel.sequence_parallel = true;
+  config.parallel.microbatches = 4;
+  config.train.global_batch = 16;
+  expect_parity(config);
+}

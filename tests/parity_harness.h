@@ -1,0 +1,130 @@
+// Layout parity harness for multi-rank tests: trains the same config on one rank (a communicator
+// of its own) and on all launched ranks in the configured layout, then checks that losses and
+// pre-clip gradient norms agree within 1e-5 relative for every step, that each rank's piece of
+// every parameter (and of the first step's gradients) matches the matching slice of the one-rank
+// tensor, that validation losses agree, and that data-parallel replicas are bitwise identical.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "parallel/flat_parameters.h"
+#include "runtime/llama.h"
+#include "runtime/trainer.h"
+#include "tests/mpi_test_env.h"
+#include "tests/training_fixture.h"
+
+namespace atl::test {
+
+using atl::runtime::Config;
+using atl::runtime::Trainer;
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<double> grad_norms;  // before clipping: sees gradient scale, which AdamW's update hides
+  std::map<std::string, at::Tensor> first_step_grads, final_params;  // this rank's pieces, by name
+  double val_loss = 0.0;
+};
+
+inline std::map<std::string, at::Tensor> by_name(const atl::parallel::FlatParameters& params, bool grads) {
+  std::map<std::string, at::Tensor> out;
+  for (const atl::parallel::FlatEntry& e : params.entries())
+    out[e.info.name] = (grads ? e.grad : e.value).detach().clone();
+  return out;
+}
+
+inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& comm) {
+  Trainer trainer(config, comm, nullptr);
+  RunResult result;
+  for (int s = 0; s < config.train.steps; ++s) {
+    const atl::runtime::StepMetrics m = trainer.train_step();
+    result.losses.push_back(m.loss);
+    result.grad_norms.push_back(m.grad_norm);
+    if (s == 0) result.first_step_grads = by_name(trainer.parameters(), /*grads=*/true);
+  }
+  result.final_params = by_name(trainer.parameters(), /*grads=*/false);
+  result.val_loss = trainer.evaluate();
+  return result;
+}
+
+// One rank alone, on a communicator of its own.
+inline RunResult train_single_rank(Config config) {
+  config.parallel.dp = 1;
+  config.parallel.tp = 1;
+  config.parallel.sequence_parallel = false;
+  config.parallel.microbatches = 1;
+  config.parallel.pp = 1;
+  config.parallel.schedule = "1f1b";
+  config.parallel.virtual_stages = 1;
+  config.parallel.stage_layers.clear();
+  config.run.dir += "-single";
+  MPI_Comm self;
+  MPI_Comm_dup(MPI_COMM_SELF, &self);
+  atl::comm::MpiCommunicator comm(atl::test::MpiTestEnv::runtime(), self, "self");
+  return train(config, comm);
+}
+
+// Relative L2 error of this rank's piece of every tensor against the one-rank tensor's slice.
+// (Elementwise, AdamW's m/sqrt(v) turns 1e-7 rounding noise in near-zero gradients into visible
+// differences of single elements, which a per-tensor norm weighs for what they are.)
+inline void expect_pieces_match(const Config& config, int tp_rank, const std::map<std::string, at::Tensor>& ours,
+                         const std::map<std::string, at::Tensor>& reference, const char* what) {
+  for (const auto& [name, piece] : ours) {
+    const at::Tensor expected = atl::runtime::LlamaModel::shard_of(config.model, config.parallel.tp, tp_rank,
+                                                                   name, reference.at(name));
+    ASSERT_EQ(piece.sizes(), expected.sizes()) << name;
+    const double scale = expected.norm().item<double>();
+    const double error = (piece - expected).norm().item<double>() / (scale > 0 ? scale : 1.0);
+    EXPECT_LT(error, 1e-5) << what << " " << name;
+  }
+}
+
+inline void expect_parity(const Config& config) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  const RunResult reference = train_single_rank(config);
+  const RunResult dp = train(config, *world);
+
+  ASSERT_EQ(dp.losses.size(), reference.losses.size());
+  for (size_t s = 0; s < dp.losses.size(); ++s)
+    EXPECT_NEAR(dp.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
+  for (size_t s = 0; s < dp.grad_norms.size(); ++s)
+    EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], 1e-5 * reference.grad_norms[s])
+        << "step " << s + 1;
+  EXPECT_LT(dp.losses.back(), dp.losses.front() - 0.5) << "the loss should fall";
+  const int tp_rank = world->rank() % config.parallel.tp;
+  expect_pieces_match(config, tp_rank, dp.first_step_grads, reference.first_step_grads,
+                      "first-step gradient");
+  expect_pieces_match(config, tp_rank, dp.final_params, reference.final_params, "parameter after 20 steps");
+  EXPECT_NEAR(dp.val_loss, reference.val_loss, 1e-5 * reference.val_loss);
+
+  // Data-parallel replicas agree bitwise: each piece against the first dp replica's, over the dp
+  // group of this (pp, tp) position (rank = tp + TP * (dp + DP * pp), as in the mesh).
+  const int tp = config.parallel.tp, dp_size = config.parallel.dp;
+  auto dp_group = world->split(tp_rank + tp * (world->rank() / (tp * dp_size)), world->rank(), "dp");
+  for (const auto& [name, piece] : dp.final_params) {
+    at::Tensor first_replica = piece.contiguous().clone();
+    dp_group->broadcast(first_replica, 0)->wait();
+    EXPECT_TRUE(first_replica.equal(piece)) << name;
+  }
+}
+
+// The tiny config on its own data, laid out as pp x dp x tp over all launched ranks.
+inline Config layout(const std::string& tag, int tp, int pp = 1) {
+  const int world_size = atl::test::MpiTestEnv::runtime().world()->size();
+  Config config = atl::test::tiny_config(atl::test::write_synthetic_dataset(tag));
+  config.parallel.tp = tp;
+  config.parallel.pp = pp;
+  config.parallel.dp = world_size / (tp * pp);
+  return config;
+}
+
+inline int world_size() {
+  return atl::test::MpiTestEnv::runtime().world()->size();
+}
+
+}  // namespace atl::test
