@@ -44,12 +44,22 @@ data:     { train: $work/data/train.bin, val: $work/data/val.bin }
 YAML
 
 # A good run through `atoll launch`: progress lines, validation, metrics.jsonl.
+# (DP = 2 here; the pipeline run below checks PP = 2.)
 timeout 120 "$atoll" launch "$work/tiny.yaml" >"$work/good.log" 2>&1
 if [[ $? -eq 0 && $(grep -c '"val_loss"' "$work/run/metrics.jsonl") -eq 2 && $(grep -c '"tokens_per_s"' "$work/run/metrics.jsonl") -eq 6 \
       && -s "$work/run/config.yaml" && $(grep -c '^step ' "$work/good.log") -eq 5 ]]; then
   check ok "launch: 2-rank run writes 6 step records, 2 validations, config.yaml"
 else
   check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
+fi
+
+# A 2-stage pipeline (1F1B, 2 microbatches, one layer per stage) trains and reports its bubble.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.layers=2 --set parallel.dp=1 --set parallel.pp=2 \
+  --set parallel.microbatches=2 --set run.dir="$work/pp" >"$work/pp.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"stage_idle":\[' "$work/pp/metrics.jsonl") -eq 6 ]]; then
+  check ok "launch: PP=2 run records the idle fraction of both stages every step"
+else
+  check fail "launch: PP=2 run"; sed 's/^/    /' "$work/pp.log" | tail -20
 fi
 
 expect_error unknown_key "unknown key 'model.dimm' \(did you mean 'model.dim'\?\)" 2 train "$work/tiny.yaml" --set model.dimm=3
@@ -62,7 +72,10 @@ expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"
 expect_error wrong_magic "expected 20240520 \(uint16\) or 20240801 \(uint32\)" 2 train "$work/tiny.yaml" --set data.train=$work/garbage.bin
 expect_error vocab "contains token id 122 but model.vocab = 100; set model.vocab to at least 123" 2 train "$work/tiny.yaml" --set model.vocab=100 2>/dev/null
-expect_error unsupported "parallel.pp = 2 is not supported by this build" 4 train "$work/tiny.yaml" --set parallel.pp=2
+expect_error unsupported "parallel.zero = 1 is not supported by this build" 2 train "$work/tiny.yaml" --set parallel.zero=1
+expect_error layer_split "model.layers = 1 does not split evenly over pp\*virtual_stages = 2 virtual stages" 4 train "$work/tiny.yaml" --set parallel.pp=2
+expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set "parallel.stage_layers=[1, 2]"
+expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 
 echo "$passed passed, $failed failed"
