@@ -112,6 +112,10 @@ class Communicator {
   // Starts every send and receive together (no ordering deadlocks between pipeline neighbours).
   virtual WorkPtr batch_p2p(const std::vector<P2POp>& ops) = 0;
   virtual void barrier() = 0;
+  // While the returned handle lives, non-blocking operations keep progressing although this thread
+  // computes instead of calling the communicator (a helper thread for MPI; null where the backend
+  // progresses by itself, as NCCL on its stream does).
+  virtual std::shared_ptr<void> progress_in_background() { return nullptr; }
 
   const ByteCounters& bytes() const { return counters_; }
 

@@ -1,5 +1,7 @@
 #include "comm/mpi_communicator.h"
 
+#include "comm/background_progress.h"
+
 #include <chrono>
 #include <climits>
 #include <stdexcept>
@@ -218,6 +220,10 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(std::string name) co
   MPI_Comm dup;
   MPI_CHECK(MPI_Comm_dup(comm_, &dup));
   return std::make_unique<MpiCommunicator>(runtime_, dup, std::move(name));
+}
+
+std::shared_ptr<void> MpiCommunicator::progress_in_background() {
+  return std::make_shared<BackgroundProgress>();
 }
 
 }  // namespace atl::comm

@@ -31,6 +31,7 @@ class MpiCommunicator final : public Communicator {
   WorkPtr broadcast(const at::Tensor& tensor, int root) override;
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
+  std::shared_ptr<void> progress_in_background() override;
 
   // Ranks with the same color form a new communicator, ordered by key (MPI_Comm_split).
   // Collective over this communicator.

@@ -264,7 +264,8 @@ Field stage_layers_field() {
       for (const YAML::Node& item : node) counts.push_back(item.as<int>());
     } catch (const YAML::Exception&) {
       return "config: parallel.stage_layers = " + quoted(node) +
-             " is not a list of integers; write e.g. parallel.stage_layers: [3, 5] (layers per virtual stage)";
+             " is not a list of integers; write e.g. parallel.stage_layers: [3, 5] (layers per virtual "
+             "stage)";
     }
     c.parallel.stage_layers = counts;
     return "";
@@ -592,8 +593,8 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
                        " with parallel.pp = 1; virtual stages interleave a pipeline, so set pp >= 2 or "
                        "virtual_stages to 1");
   else if (p.virtual_stages >= 1 && p.pp >= 1) {
-    const std::string split = parallel::pipeline::stage_layers_problem(m.layers, p.pp, p.virtual_stages,
-                                                                       p.stage_layers);
+    const std::string split =
+        parallel::pipeline::stage_layers_problem(m.layers, p.pp, p.virtual_stages, p.stage_layers);
     if (!split.empty()) problems.push_back(split);
   }
   return problems;

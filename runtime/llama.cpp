@@ -96,12 +96,14 @@ bool part_holds(const ModelConfig& c, const ModelPart& part, const ParamSpec& sp
 
 }  // namespace
 
-std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp, const ModelPart& part) {
+std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp,
+                                                         const ModelPart& part) {
   std::vector<parallel::ParamInfo> infos;
   for (const ParamSpec& spec : param_specs(c)) {
     if (!part_holds(c, part, spec)) continue;
     const bool duplicate = spec.layer < 0 && !part.embedding;
-    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate});
+    infos.push_back(
+        {spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate});
   }
   return infos;
 }
@@ -128,7 +130,8 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       tp_(tp),
       sequence_parallel_(sequence_parallel && tp.size() > 1),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
-  if (part_.embedding || (part_.head && config.tie_embeddings)) embed_ = params.value("model.embed_tokens.weight");
+  if (part_.embedding || (part_.head && config.tie_embeddings))
+    embed_ = params.value("model.embed_tokens.weight");
   for (int i = part_.first_layer; i < part_.end_layer; ++i) {
     const std::string p = layer_prefix(i);
     layers_.push_back(
@@ -194,9 +197,9 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
 }
 
 at::Tensor LlamaModel::forward(const at::Tensor& input) const {
-  at::Tensor h = part_.embedding
-                     ? parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_, sequence_parallel_)
-                     : input;
+  at::Tensor h = part_.embedding ? parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_,
+                                                                      sequence_parallel_)
+                                 : input;
   for (const Layer& layer : layers_) {
     h = h + attention(layer, rms_norm(h, layer.input_norm));
     // SwiGLU: gate and up column-parallel, down row-parallel.

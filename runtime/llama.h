@@ -53,8 +53,8 @@ class LlamaModel {
                              const at::Tensor& canonical);
 
   // The part's forward: tokens (int64 [batch, seq]) with the embedding, else the previous part's
-  // hidden states; returns hidden states for the next part, or with the head this rank's logits over its rows of
-  // the padded vocabulary: [batch, seq, padded_vocab / tp].
+  // hidden states; returns hidden states for the next part, or with the head this rank's logits over its rows
+  // of the padded vocabulary: [batch, seq, padded_vocab / tp].
   at::Tensor forward(const at::Tensor& input) const;
   // Mean next-token cross-entropy over all positions of the head's logits; targets: int64 [batch, seq].
   at::Tensor loss_of(const at::Tensor& logits, const at::Tensor& targets) const;

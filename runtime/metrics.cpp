@@ -79,7 +79,8 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("comm_wait_s", m.comm_wait_seconds)
       .add("rss_bytes", static_cast<int64_t>(m.rss_bytes))
       .add("param_bytes", static_cast<int64_t>(m.param_bytes));
-  if (!m.stage_idle.empty()) r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
+  if (!m.stage_idle.empty())
+    r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
   return r;
 }
 

@@ -186,7 +186,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
 
   const int tp_size = config.parallel.tp, tp_rank = s.mesh->coord().tp;
   const int pp = config.parallel.pp;
-  s.pipeline = {s.mesh->coord().pp, pp, config.parallel.microbatches, pp > 1 ? config.parallel.virtual_stages : 1};
+  s.pipeline = {s.mesh->coord().pp, pp, config.parallel.microbatches,
+                pp > 1 ? config.parallel.virtual_stages : 1};
   const std::vector<ModelPart> parts = model_parts(config, s.pipeline);
   std::vector<parallel::ParamInfo> infos;
   for (const ModelPart& part : parts) {
@@ -296,7 +297,8 @@ StepMetrics Trainer::train_step() {
   // their gradients (Megatron's embedding group).
   comm::Communicator* embedding_group = s.mesh->embedding();
   if (embedding_group && embedding_group->size() > 1 && c.model.tie_embeddings)
-    embedding_group->all_reduce(s.params->entry("model.embed_tokens.weight").grad, comm::ReduceOp::kSum)->wait();
+    embedding_group->all_reduce(s.params->entry("model.embed_tokens.weight").grad, comm::ReduceOp::kSum)
+        ->wait();
 
   // The last stage holds the loss: sum over the pipeline, average over data parallelism.
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));

@@ -72,8 +72,9 @@ inline RunResult train_single_rank(Config config) {
 // Relative L2 error of this rank's piece of every tensor against the one-rank tensor's slice.
 // (Elementwise, AdamW's m/sqrt(v) turns 1e-7 rounding noise in near-zero gradients into visible
 // differences of single elements, which a per-tensor norm weighs for what they are.)
-inline void expect_pieces_match(const Config& config, int tp_rank, const std::map<std::string, at::Tensor>& ours,
-                         const std::map<std::string, at::Tensor>& reference, const char* what) {
+inline void expect_pieces_match(const Config& config, int tp_rank,
+                                const std::map<std::string, at::Tensor>& ours,
+                                const std::map<std::string, at::Tensor>& reference, const char* what) {
   for (const auto& [name, piece] : ours) {
     const at::Tensor expected = atl::runtime::LlamaModel::shard_of(config.model, config.parallel.tp, tp_rank,
                                                                    name, reference.at(name));

@@ -50,10 +50,13 @@ PipelineExecutor::PipelineExecutor(comm::Communicator& pp_group, at::ScalarType 
 PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::vector<PipeOp>& ops,
                                        const StageCallbacks& callbacks) {
   if (group_.size() != shape.stages || group_.rank() != shape.stage)
-    throw std::invalid_argument("pipeline executor: the schedule is for stage " + std::to_string(shape.stage) +
-                                " of " + std::to_string(shape.stages) + " but the pipeline group has rank " +
-                                std::to_string(group_.rank()) + " of " + std::to_string(group_.size()));
+    throw std::invalid_argument("pipeline executor: the schedule is for stage " +
+                                std::to_string(shape.stage) + " of " + std::to_string(shape.stages) +
+                                " but the pipeline group has rank " + std::to_string(group_.rank()) + " of " +
+                                std::to_string(group_.size()));
   const bool training = at::GradMode::is_enabled();
+  // Sends posted before a long forward must not wait for its end to move (background_progress.h).
+  const std::shared_ptr<void> progress = shape.stages > 1 ? group_.progress_in_background() : nullptr;
   const auto start = Clock::now();
   const int64_t memory_at_start = callbacks.memory_in_use ? callbacks.memory_in_use() : 0;
   PipelineRunStats stats;
@@ -63,7 +66,8 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
 
   const auto sample_memory = [&] {
     if (callbacks.memory_in_use)
-      stats.peak_memory_growth = std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
+      stats.peak_memory_growth =
+          std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
   };
   const auto send = [&](const PipeOp& op, const at::Tensor& tensor) {
     // Sequence-parallel activations are transposed layouts: the wire wants contiguous bytes.

@@ -29,9 +29,9 @@ struct StageCallbacks {
 };
 
 struct PipelineRunStats {
-  double seconds = 0.0;          // wall time of the whole list
-  double compute_seconds = 0.0;  // inside forward and backward (the rest is waiting: the bubble)
-  int max_in_flight = 0;         // most microbatch chunks holding activations at once
+  double seconds = 0.0;            // wall time of the whole list
+  double compute_seconds = 0.0;    // inside forward and backward (the rest is waiting: the bubble)
+  int max_in_flight = 0;           // most microbatch chunks holding activations at once
   int64_t peak_memory_growth = 0;  // peak of memory_in_use() over the run, less its value at the start
   double idle_fraction() const { return seconds > 0 ? 1.0 - compute_seconds / seconds : 0.0; }
 };
@@ -42,7 +42,8 @@ class PipelineExecutor {
   PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype);
 
   // Runs `ops` (built for `shape`) to completion; every transfer has finished when it returns.
-  PipelineRunStats run(const PipelineShape& shape, const std::vector<PipeOp>& ops, const StageCallbacks& callbacks);
+  PipelineRunStats run(const PipelineShape& shape, const std::vector<PipeOp>& ops,
+                       const StageCallbacks& callbacks);
 
  private:
   comm::Communicator& group_;

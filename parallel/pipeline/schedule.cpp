@@ -50,7 +50,8 @@ std::vector<PipeOp> with_communication(const PipelineShape& shape, const std::ve
 // Warmup forwards, then one forward and one backward alternately, then the remaining backwards.
 // forward_at(k) / backward_at(k) name the k-th forward / backward of the stage.
 template <typename ForwardAt, typename BackwardAt>
-std::vector<Compute> warmup_steady_cooldown(int total, int warmup, ForwardAt forward_at, BackwardAt backward_at) {
+std::vector<Compute> warmup_steady_cooldown(int total, int warmup, ForwardAt forward_at,
+                                            BackwardAt backward_at) {
   std::vector<Compute> order;
   for (int k = 0; k < warmup; ++k) order.push_back(forward_at(k));
   for (int k = 0; k < total - warmup; ++k) {
@@ -65,12 +66,18 @@ std::vector<Compute> warmup_steady_cooldown(int total, int warmup, ForwardAt for
 
 const char* action_name(Action action) {
   switch (action) {
-    case Action::kRecvForward: return "recv_forward";
-    case Action::kForward: return "forward";
-    case Action::kSendForward: return "send_forward";
-    case Action::kRecvBackward: return "recv_backward";
-    case Action::kBackward: return "backward";
-    case Action::kSendBackward: return "send_backward";
+    case Action::kRecvForward:
+      return "recv_forward";
+    case Action::kForward:
+      return "forward";
+    case Action::kSendForward:
+      return "send_forward";
+    case Action::kRecvBackward:
+      return "recv_backward";
+    case Action::kBackward:
+      return "backward";
+    case Action::kSendBackward:
+      return "send_backward";
   }
   return "?";
 }
@@ -83,16 +90,20 @@ ScheduleKind schedule_kind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
-  throw std::invalid_argument("pipeline schedule: unknown schedule '" + name + "'; use gpipe, 1f1b or interleaved");
+  throw std::invalid_argument("pipeline schedule: unknown schedule '" + name +
+                              "'; use gpipe, 1f1b or interleaved");
 }
 
 int warmup_forwards(ScheduleKind kind, const PipelineShape& s) {
   const int later_stages = s.stages - s.stage - 1;
   switch (kind) {
-    case ScheduleKind::kGPipe: return s.microbatches;
-    case ScheduleKind::kOneFOneB: return std::min(later_stages, s.microbatches);
+    case ScheduleKind::kGPipe:
+      return s.microbatches;
+    case ScheduleKind::kOneFOneB:
+      return std::min(later_stages, s.microbatches);
     case ScheduleKind::kInterleaved:
-      return std::min(2 * later_stages + (s.virtual_stages - 1) * s.stages, s.microbatches * s.virtual_stages);
+      return std::min(2 * later_stages + (s.virtual_stages - 1) * s.stages,
+                      s.microbatches * s.virtual_stages);
   }
   return 0;
 }
@@ -104,7 +115,8 @@ std::vector<PipeOp> build_schedule(ScheduleKind kind, const PipelineShape& shape
     require(v == 1, "virtual stages need the interleaved schedule");
     const auto forward_at = [](int k) { return Compute{true, k, 0}; };
     const auto backward_at = [](int k) { return Compute{false, k, 0}; };
-    return with_communication(shape, warmup_steady_cooldown(m, warmup_forwards(kind, shape), forward_at, backward_at));
+    return with_communication(
+        shape, warmup_steady_cooldown(m, warmup_forwards(kind, shape), forward_at, backward_at));
   }
   require(p >= 2, "interleaved needs at least 2 stages");
   require(m % p == 0, "interleaved runs microbatches in rounds of the stage count; microbatches " +
@@ -114,7 +126,8 @@ std::vector<PipeOp> build_schedule(ScheduleKind kind, const PipelineShape& shape
   const auto microbatch_of = [p, v](int k) { return k / (p * v) * p + k % p; };
   const auto forward_at = [=](int k) { return Compute{true, microbatch_of(k), k % (p * v) / p}; };
   const auto backward_at = [=](int k) { return Compute{false, microbatch_of(k), v - 1 - k % (p * v) / p}; };
-  return with_communication(shape, warmup_steady_cooldown(m * v, warmup_forwards(kind, shape), forward_at, backward_at));
+  return with_communication(
+      shape, warmup_steady_cooldown(m * v, warmup_forwards(kind, shape), forward_at, backward_at));
 }
 
 std::vector<PipeOp> forward_only_schedule(const PipelineShape& shape) {
@@ -132,10 +145,13 @@ int other_virtual_stage(const PipeOp& op, const PipelineShape& shape) {
   const int own = shape.virtual_stage(op.chunk);
   switch (op.action) {
     case Action::kRecvForward:
-    case Action::kSendBackward: return own - 1;
+    case Action::kSendBackward:
+      return own - 1;
     case Action::kSendForward:
-    case Action::kRecvBackward: return own + 1;
-    default: throw std::invalid_argument(std::string("pipeline: ") + action_name(op.action) + " is not a transfer");
+    case Action::kRecvBackward:
+      return own + 1;
+    default:
+      throw std::invalid_argument(std::string("pipeline: ") + action_name(op.action) + " is not a transfer");
   }
 }
 

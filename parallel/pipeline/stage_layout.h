@@ -18,7 +18,8 @@ struct LayerRange {
 // The problem with splitting `layers` over stages * virtual_stages virtual stages, as one line with
 // its fix ("" when fine). `stage_layers`: the layer count of each virtual stage in virtual-stage
 // order (empty: an even split, which needs the division to come out whole).
-std::string stage_layers_problem(int layers, int stages, int virtual_stages, const std::vector<int>& stage_layers);
+std::string stage_layers_problem(int layers, int stages, int virtual_stages,
+                                 const std::vector<int>& stage_layers);
 
 // The layer range of every virtual stage; std::invalid_argument with stage_layers_problem's line.
 std::vector<LayerRange> virtual_stage_layers(int layers, int stages, int virtual_stages,

@@ -271,9 +271,10 @@ TEST(ConfigLayout, ModelShapeAndSplits) {
   check({"parallel.schedule=interleaved", "parallel.virtual_stages=2", "parallel.pp=2", "parallel.dp=1",
          "parallel.microbatches=3", "train.global_batch=3"},
         2, "parallel.microbatches = 3 is not divisible by parallel.pp = 2");
-  check({"parallel.pp=3", "parallel.dp=1"}, 3,
-        "model.layers = 4 does not split evenly over pp*virtual_stages = 3 virtual stages; use a multiple of 3 "
-        "layers or list the layers of each virtual stage in parallel.stage_layers");
+  check(
+      {"parallel.pp=3", "parallel.dp=1"}, 3,
+      "model.layers = 4 does not split evenly over pp*virtual_stages = 3 virtual stages; use a multiple of 3 "
+      "layers or list the layers of each virtual stage in parallel.stage_layers");
   check({"parallel.pp=2", "parallel.dp=1", "parallel.stage_layers=[1, 2, 1]"}, 2,
         "parallel.stage_layers has 3 entries but there are 2 virtual stages");
   check({"parallel.pp=2", "parallel.dp=1", "parallel.stage_layers=[1, 2]"}, 2,
@@ -285,7 +286,10 @@ TEST(ConfigLayout, ModelShapeAndSplits) {
         4, "parallel.microbatches = 2 is fewer than parallel.pp = 4; interleaved 1F1B needs");
   check({"parallel.schedule=interleaved", "parallel.virtual_stages=2", "parallel.pp=1", "parallel.dp=2"}, 2,
         "parallel.virtual_stages = 2 with parallel.pp = 1");
-  EXPECT_TRUE(validate_layout(parse_config(kContract, {"parallel.pp=2", "parallel.dp=1", "parallel.stage_layers=[1, 3]"}), 2).empty());
+  EXPECT_TRUE(
+      validate_layout(
+          parse_config(kContract, {"parallel.pp=2", "parallel.dp=1", "parallel.stage_layers=[1, 3]"}), 2)
+          .empty());
   // tp = 16 splits neither heads (8) nor kv heads (8): two lines.
   EXPECT_EQ(validate_layout(parse_config(kContract, {"parallel.tp=16", "parallel.dp=1"}), 16).size(), 2u);
 }

@@ -40,7 +40,8 @@ bool is_send(Action action) {
 
 // Plays the lists of all stages with forward cost 1 and backward cost 2 per full stage (a chunk
 // costs 1/v of that) and instantaneous transfers.
-SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists, const std::vector<PipelineShape>& shapes) {
+SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists,
+                          const std::vector<PipelineShape>& shapes) {
   const int stages = static_cast<int>(lists.size());
   std::vector<size_t> position(stages, 0);
   std::vector<double> clock(stages, 0.0);
@@ -116,7 +117,8 @@ std::pair<int, int> check_order(const std::vector<PipeOp>& ops, const PipelineSh
       max_in_flight = std::max(max_in_flight, ++in_flight);
     } else if (op.action == Action::kBackward) {
       if (warmup < 0) warmup = static_cast<int>(forwarded.size());
-      EXPECT_TRUE(forwarded.count({op.microbatch, op.chunk})) << "backward of mb " << op.microbatch << " before its forward";
+      EXPECT_TRUE(forwarded.count({op.microbatch, op.chunk}))
+          << "backward of mb " << op.microbatch << " before its forward";
       EXPECT_TRUE(backwarded.insert({op.microbatch, op.chunk}).second) << "backward twice";
       --in_flight;
     }
@@ -148,7 +150,8 @@ TEST(PipelineSchedule, GPipeAndOneFOneBAreDeadlockFreeOrderedAndIdleAsTheoryForS
         const SimulationResult sim = simulate(lists, shapes);
         ASSERT_FALSE(sim.deadlocked);
         const double theory = static_cast<double>(p - 1) / (m + p - 1);
-        for (int r = 0; r < p; ++r) EXPECT_NEAR(1.0 - sim.busy[r] / sim.makespan, theory, 1e-12) << "stage " << r;
+        for (int r = 0; r < p; ++r)
+          EXPECT_NEAR(1.0 - sim.busy[r] / sim.makespan, theory, 1e-12) << "stage " << r;
       }
     }
   }
@@ -188,7 +191,8 @@ TEST(PipelineSchedule, InterleavedRunsChunksInRoundsOfTheStageCount) {
   std::vector<std::pair<int, int>> forwards;
   for (const PipeOp& op : ops)
     if (op.action == Action::kForward) forwards.push_back({op.microbatch, op.chunk});
-  const std::vector<std::pair<int, int>> expected = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {2, 0}, {3, 0}, {2, 1}, {3, 1}};
+  const std::vector<std::pair<int, int>> expected = {{0, 0}, {1, 0}, {0, 1}, {1, 1},
+                                                     {2, 0}, {3, 0}, {2, 1}, {3, 1}};
   EXPECT_EQ(forwards, expected);
 }
 
@@ -209,9 +213,11 @@ TEST(PipelineSchedule, EndsOfTheModelNeitherReceiveNorSend) {
   const std::vector<PipeOp> first = build_schedule(ScheduleKind::kOneFOneB, {0, 4, 8, 1});
   const std::vector<PipeOp> last = build_schedule(ScheduleKind::kOneFOneB, {3, 4, 8, 1});
   for (const PipeOp& op : first)
-    EXPECT_TRUE(op.action != Action::kRecvForward && op.action != Action::kSendBackward) << action_name(op.action);
+    EXPECT_TRUE(op.action != Action::kRecvForward && op.action != Action::kSendBackward)
+        << action_name(op.action);
   for (const PipeOp& op : last)
-    EXPECT_TRUE(op.action != Action::kSendForward && op.action != Action::kRecvBackward) << action_name(op.action);
+    EXPECT_TRUE(op.action != Action::kSendForward && op.action != Action::kRecvBackward)
+        << action_name(op.action);
 }
 
 TEST(PipelineSchedule, TagsMatchAtBothEndsAndPeersWrapAroundForChunks) {
@@ -226,7 +232,8 @@ TEST(PipelineSchedule, TagsMatchAtBothEndsAndPeersWrapAroundForChunks) {
 
 TEST(PipelineSchedule, RejectsShapesItCannotRun) {
   EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 4, 6, 2}), std::invalid_argument);  // m % p
-  EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, {0, 2, 4, 2}), std::invalid_argument);     // v without interleaved
+  EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, {0, 2, 4, 2}),
+               std::invalid_argument);  // v without interleaved
   EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 1, 4, 2}), std::invalid_argument);  // one stage
   EXPECT_THROW(schedule_kind("zero-bubble"), std::invalid_argument);
 }
