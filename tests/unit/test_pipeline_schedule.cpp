@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_layout.h"
 
 namespace atl::parallel::pipeline {
 namespace {
@@ -236,6 +237,38 @@ TEST(PipelineSchedule, RejectsShapesItCannotRun) {
                std::invalid_argument);  // v without interleaved
   EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 1, 4, 2}), std::invalid_argument);  // one stage
   EXPECT_THROW(schedule_kind("zero-bubble"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atl::parallel::pipeline
+
+namespace atl::parallel::pipeline {
+namespace {
+
+TEST(StageLayout, VirtualStagesTakeContiguousRangesInVirtualStageOrder) {
+  // 16 layers, p = 4, v = 2: virtual stage c * 4 + r holds two layers; rank 0 gets 0-1 and 8-9.
+  const std::vector<LayerRange> ranges = virtual_stage_layers(16, 4, 2, {});
+  ASSERT_EQ(ranges.size(), 8u);
+  for (int vs = 0; vs < 8; ++vs) {
+    EXPECT_EQ(ranges[vs].first, 2 * vs);
+    EXPECT_EQ(ranges[vs].count(), 2);
+  }
+  const PipelineShape rank0{0, 4, 8, 2};
+  EXPECT_EQ(ranges[rank0.virtual_stage(0)].first, 0);
+  EXPECT_EQ(ranges[rank0.virtual_stage(1)].first, 8);
+}
+
+TEST(StageLayout, ExplicitCountsOverrideTheEvenSplit) {
+  const std::vector<LayerRange> ranges = virtual_stage_layers(7, 2, 1, {3, 4});
+  EXPECT_EQ(ranges[0].first, 0);
+  EXPECT_EQ(ranges[0].end, 3);
+  EXPECT_EQ(ranges[1].first, 3);
+  EXPECT_EQ(ranges[1].end, 7);
+  EXPECT_THROW(virtual_stage_layers(7, 2, 1, {}), std::invalid_argument);      // 7 over 2
+  EXPECT_THROW(virtual_stage_layers(7, 2, 1, {3, 3}), std::invalid_argument);  // sums to 6
+  EXPECT_THROW(virtual_stage_layers(7, 2, 1, {7}), std::invalid_argument);     // one entry for two
+  EXPECT_THROW(virtual_stage_layers(7, 2, 1, {7, 0}), std::invalid_argument);  // an empty stage
+  EXPECT_EQ(stage_layers_problem(8, 2, 2, {}), "");
 }
 
 }  // namespace
