@@ -17,6 +17,7 @@ commands:
   launch CONFIG [--np N] [--set key=value]... [-- MPIRUN_ARGS]
                                                     start mpirun with the rank count of the layout
   data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
+  plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (command == "train") return atl::launcher::train_command(argc - 1, argv + 1);
     if (command == "launch") return atl::launcher::launch_command(rest);
     if (command == "data") return atl::launcher::data_command(rest);
+    if (command == "plan") return atl::launcher::plan_command(rest);
   } catch (const std::exception& e) {
     std::cerr << "atoll: error: " << e.what() << "\n";
     return 1;

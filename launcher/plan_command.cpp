@@ -1,0 +1,34 @@
+// `atoll plan CONFIG [--np N] [--set k=v]...`: prints what the layout costs per rank and per group
+// before anything runs (runtime/plan.h); no MPI, so it works for any layout size on any machine.
+#include <iostream>
+
+#include "launcher/commands.h"
+#include "runtime/config.h"
+#include "runtime/plan.h"
+
+namespace atl::launcher {
+namespace {
+constexpr const char* kPlanUsage = "atoll plan CONFIG [--np N] [--set key=value]...";
+}  // namespace
+
+int plan_command(const Args& args) {
+  if (wants_help(args)) {
+    std::cout << "usage: " << kPlanUsage
+              << "\n\nPrints per pipeline stage the bytes of parameters, gradients, "
+              << "optimizer state and activations one rank holds, and the bytes each group sends per step.\n"
+              << "--np N checks the layout against N ranks first.\n";
+    return 0;
+  }
+  const ConfigArgs parsed = parse_config_args(args, kPlanUsage);
+  const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
+  for (size_t i = 0; i < parsed.rest.size(); ++i) {
+    if (parsed.rest[i] != "--np" || i + 1 >= parsed.rest.size())
+      throw std::invalid_argument("unknown option '" + parsed.rest[i] + "'; usage: " + kPlanUsage);
+    const std::vector<std::string> problems = runtime::validate_layout(config, std::stoi(parsed.rest[++i]));
+    if (!problems.empty()) throw runtime::ConfigError(problems);
+  }
+  std::cout << runtime::format_plan(config, runtime::make_plan(config));
+  return 0;
+}
+
+}  // namespace atl::launcher

@@ -1,0 +1,88 @@
+// `atoll plan` arithmetic (runtime/plan.h) against facts that do not depend on it: Llama-2-7B's
+// published parameter count, the parameters the model really allocates per stage, ZeRO's division
+// of model state, DeepSpeed's headline table and Megatron's analytic tensor-parallel traffic.
+#include <gtest/gtest.h>
+
+#include "parallel/flat_parameters.h"
+#include "runtime/llama.h"
+#include "runtime/plan.h"
+
+namespace atl::runtime {
+namespace {
+
+Config llama2_7b(int pp, int dp, int tp) {
+  Config c;
+  c.model.vocab = 32000;
+  c.model.dim = 4096;
+  c.model.layers = 32;
+  c.model.heads = c.model.kv_heads = 32;
+  c.model.ffn = 11008;
+  c.model.seq = 4096;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.parallel.tp = tp;
+  c.parallel.microbatches = 4 * pp;
+  c.train.global_batch = 4 * pp * dp;
+  return c;
+}
+
+TEST(Plan, CountsLlama2SevenBillionParameters) {
+  const Plan plan = make_plan(llama2_7b(1, 64, 1));
+  ASSERT_EQ(plan.stages.size(), 1u);
+  EXPECT_EQ(plan.world_size, 64);
+  EXPECT_EQ(plan.stages[0].parameters, 6738415616);  // Hugging Face's count for Llama-2-7b
+}
+
+TEST(Plan, StageParametersAreWhatTheModelAllocates) {
+  Config c = llama2_7b(4, 2, 8);
+  c.model.dim = 64, c.model.heads = c.model.kv_heads = 8, c.model.ffn = 128, c.model.vocab = 300;
+  c.model.layers = 8, c.model.tie_embeddings = true;
+  const Plan plan = make_plan(c);
+  ASSERT_EQ(plan.stages.size(), 4u);
+  for (int stage = 0; stage < 4; ++stage) {
+    const ModelPart part{2 * stage, 2 * stage + 2, stage == 0, stage == 3};
+    const parallel::FlatParameters params(LlamaModel::param_infos(c.model, 8, part), at::kFloat);
+    EXPECT_EQ(plan.stages[stage].parameters, params.numel()) << "stage " << stage;
+  }
+  EXPECT_GT(plan.stages[0].embedding_bytes, 0.0);  // tied: first and last stage sum their copies
+  EXPECT_EQ(plan.stages[1].embedding_bytes, 0.0);
+}
+
+TEST(Plan, ZeroStagesShardModelStateOverDataParallelRanks) {
+  Config c = llama2_7b(1, 4, 1);
+  const StagePlan plain = make_plan(c).stages[0];
+  const double params = static_cast<double>(plain.parameters);
+  EXPECT_DOUBLE_EQ(plain.model_state_bytes(), 16.0 * params);
+  c.parallel.zero = 1;
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].optimizer_bytes, plain.optimizer_bytes / 4);
+  EXPECT_LE(make_plan(c).stages[0].optimizer_bytes, 0.27 * plain.optimizer_bytes);
+  c.parallel.zero = 3;
+  const StagePlan z3 = make_plan(c).stages[0];
+  EXPECT_DOUBLE_EQ(z3.model_state_bytes(), plain.model_state_bytes() / 4);
+  EXPECT_DOUBLE_EQ(z3.dp_bytes, 1.5 * plain.dp_bytes);  // one more parameter all-gather per step
+  EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(0, 64), 16.0);
+  EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(1, 64), 4.0 + 12.0 / 64);
+  EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(2, 64), 2.0 + 14.0 / 64);
+  EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(3, 64), 0.25);
+}
+
+TEST(Plan, TensorParallelTrafficIsMegatronsAnalyticFigure) {
+  // The training benchmark's TP=2 run: (4 x layers + 2) all-reduces of batch*seq*dim fp32 per step,
+  // each sending as many bytes as it holds at tp = 2 (measured there: 72.0 MiB).
+  Config c;
+  c.parallel.dp = 1;
+  c.parallel.tp = 2;
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].tp_bytes, 72.0 * 1024 * 1024);
+}
+
+TEST(Plan, OneFOneBKeepsFewerActivationsThanGPipe) {
+  Config c = llama2_7b(4, 1, 1);
+  c.parallel.schedule = "gpipe";
+  const double gpipe = make_plan(c).stages[0].activation_bytes;
+  c.parallel.schedule = "1f1b";
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].activation_bytes, gpipe / 4);  // 4 of 16 microbatches alive
+  EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);    // 32 layers over 3 stages
+}
+
+}  // namespace
+}  // namespace atl::runtime
