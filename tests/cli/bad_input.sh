@@ -78,5 +78,17 @@ expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1"
 expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 
+# atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.
+if "$atoll" plan "$work/tiny.yaml" >"$work/plan.log" 2>&1 && grep -q "^plan: 2 ranks = islands 1 x pp 1 x dp 2 x tp 1" "$work/plan.log"; then
+  check ok "plan: prints the layout's per-rank memory and traffic"
+else
+  check fail "plan"; sed 's/^/    /' "$work/plan.log" | head -20
+fi
+if ! "$atoll" plan "$work/tiny.yaml" --np 3 >"$work/plan_np.log" 2>&1 && grep -q "islands\*pp\*dp\*tp = 2 but 3 ranks" "$work/plan_np.log"; then
+  check ok "plan_np: a rank count that does not fit the layout"
+else
+  check fail "plan_np"; sed 's/^/    /' "$work/plan_np.log" | head -20
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
