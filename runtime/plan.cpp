@@ -58,7 +58,7 @@ Plan make_plan(const Config& c) {
   const int v = p.pp > 1 ? p.virtual_stages : 1;
   const std::vector<pipe::LayerRange> ranges =
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
-  const pipe::ScheduleKind kind = p.pp == 1 ? pipe::ScheduleKind::kOneFOneB : pipe::schedule_kind(p.schedule);
+  const pipe::ScheduleKind kind = pipe::schedule_kind(p.schedule, p.pp);
   const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.dp) * p.microbatches);
   const double hidden_bytes = 4.0 * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
   const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;

@@ -113,12 +113,6 @@ std::vector<ModelPart> model_parts(const Config& config, const pipe::PipelineSha
   return parts;
 }
 
-// With one stage every schedule is a plain loop over microbatches; interleaving needs stages.
-pipe::ScheduleKind effective_schedule(const ParallelConfig& p) {
-  if (p.pp == 1 && p.schedule == "interleaved") return pipe::ScheduleKind::kOneFOneB;
-  return pipe::schedule_kind(p.schedule);
-}
-
 struct Trainer::State {
   Config config;
   std::ostream* out = nullptr;
@@ -199,7 +193,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   for (const ModelPart& part : parts)
     s.chunks.push_back(std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(),
                                                     config.parallel.sequence_parallel, part));
-  s.step_schedule = pipe::build_schedule(effective_schedule(config.parallel), s.pipeline);
+  s.step_schedule = pipe::build_schedule(pipe::schedule_kind(config.parallel.schedule, pp), s.pipeline);
   s.executor = std::make_unique<pipe::PipelineExecutor>(s.mesh->pp(), at::kFloat);
   s.reducer = std::make_unique<parallel::DataParallelReducer>(
       *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));

@@ -94,6 +94,11 @@ ScheduleKind schedule_kind(const std::string& name) {
                               "'; use gpipe, 1f1b or interleaved");
 }
 
+ScheduleKind schedule_kind(const std::string& name, int stages) {
+  const ScheduleKind kind = schedule_kind(name);
+  return stages == 1 && kind == ScheduleKind::kInterleaved ? ScheduleKind::kOneFOneB : kind;
+}
+
 int warmup_forwards(ScheduleKind kind, const PipelineShape& s) {
   const int later_stages = s.stages - s.stage - 1;
   switch (kind) {
