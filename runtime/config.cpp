@@ -592,9 +592,10 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
     problems.push_back("config: parallel.virtual_stages = " + std::to_string(p.virtual_stages) +
                        " with parallel.pp = 1; virtual stages interleave a pipeline, so set pp >= 2 or "
                        "virtual_stages to 1");
-  else if (p.virtual_stages >= 1 && p.pp >= 1) {
+  // The split of layers the layout will really run (a stray virtual_stages is reported above).
+  if (p.pp >= 1) {  // guards the division in the split; pp < 1 was reported when parsing
     const std::string split =
-        parallel::pipeline::stage_layers_problem(m.layers, p.pp, p.virtual_stages, p.stage_layers);
+        parallel::pipeline::stage_layers_problem(m.layers, p.pp, p.chunks_per_stage(), p.stage_layers);
     if (!split.empty()) problems.push_back(split);
   }
   return problems;

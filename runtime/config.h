@@ -42,6 +42,9 @@ struct ParallelConfig {
   double bucket_mb = 25.0;
   bool sequence_parallel = false;  // Megatron-SP over the tp group
   std::vector<int> stage_layers;   // layers per virtual stage; empty: an even split
+
+  // Model chunks each pipeline rank runs: virtual_stages under interleaved 1F1B with pp >= 2, else 1.
+  int chunks_per_stage() const { return schedule == "interleaved" && pp > 1 ? virtual_stages : 1; }
 };
 
 struct TrainConfig {

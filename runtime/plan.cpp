@@ -55,7 +55,7 @@ Plan make_plan(const Config& c) {
     for (const std::string& line : problems) joined += (joined.empty() ? "" : "\n") + line;
     throw std::invalid_argument(joined);
   }
-  const int v = p.pp > 1 ? p.virtual_stages : 1;
+  const int v = p.chunks_per_stage();
   const std::vector<pipe::LayerRange> ranges =
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
   const pipe::ScheduleKind kind = pipe::schedule_kind(p.schedule, p.pp);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <stdexcept>
 #include <thread>
@@ -131,6 +132,18 @@ struct Trainer::State {
   int64_t step = 0;
   bool is_logger = false;
 
+  // Runs model chunk `chunk` on the tokens of `load()` (first virtual stage) or on `input`;
+  // returns the activation for the next virtual stage, or on the last one the mean loss over the
+  // targets of `load()`. Only the ends of the model load the batch.
+  at::Tensor forward_chunk(int chunk, const at::Tensor& input,
+                           const std::function<TokenBatch()>& load) const {
+    const bool first = pipeline.is_first(chunk), last = pipeline.is_last(chunk);
+    const TokenBatch batch = first || last ? load() : TokenBatch{};
+    const LlamaModel& model = *chunks[chunk];
+    const at::Tensor out = model.forward(first ? batch.inputs : input);
+    return last ? model.loss_of(out, batch.targets) : out;
+  }
+
   void log(const std::string& line) const {
     if (out) *out << line << std::endl;
   }
@@ -180,8 +193,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
 
   const int tp_size = config.parallel.tp, tp_rank = s.mesh->coord().tp;
   const int pp = config.parallel.pp;
-  s.pipeline = {s.mesh->coord().pp, pp, config.parallel.microbatches,
-                pp > 1 ? config.parallel.virtual_stages : 1};
+  s.pipeline = {s.mesh->coord().pp, pp, config.parallel.microbatches, config.parallel.chunks_per_stage()};
   const std::vector<ModelPart> parts = model_parts(config, s.pipeline);
   std::vector<parallel::ParamInfo> infos;
   for (const ModelPart& part : parts) {
@@ -267,19 +279,15 @@ StepMetrics Trainer::train_step() {
   double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
   pipe::StageCallbacks callbacks;
   callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
-    const bool first = s.pipeline.is_first(chunk), last = s.pipeline.is_last(chunk);
-    TokenBatch batch;
-    if (first || last) {
+    const at::Tensor out = s.forward_chunk(chunk, input, [&] {
       const BatchSlice slice =
           batch_slice(s.step, c.train.global_batch, s.mesh->coord().dp, c.parallel.dp, micro, microbatches);
-      batch = s.train_data->shuffled(slice.first, slice.count);
-    }
-    const LlamaModel& model = *s.chunks[chunk];
-    at::Tensor out = model.forward(first ? batch.inputs : input);
-    if (!last) return out;
+      return s.train_data->shuffled(slice.first, slice.count);
+    });
+    if (!s.pipeline.is_last(chunk)) return out;
     // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
     // gradient of the mean over this rank's share of the batch; the dp average does the rest.
-    at::Tensor loss = model.loss_of(out, batch.targets) / microbatches;
+    const at::Tensor loss = out / microbatches;
     local_loss += loss.item<double>();
     return loss;
   };
@@ -338,15 +346,12 @@ double Trainer::evaluate() {
   if (shape.microbatches > 0) {
     pipe::StageCallbacks callbacks;
     callbacks.forward = [&](int model_chunk, int micro, const at::Tensor& input) {
-      const bool first = s.pipeline.is_first(model_chunk), last = s.pipeline.is_last(model_chunk);
-      TokenBatch batch;
-      if (first || last) batch = s.val_data->in_order(mine.offset + micro * chunk, count_of(micro));
-      const LlamaModel& model = *s.chunks[model_chunk];
-      at::Tensor out = model.forward(first ? batch.inputs : input);
-      if (!last) return out;
-      const at::Tensor loss = model.loss_of(out, batch.targets);
-      loss_sum += loss.item<double>() * static_cast<double>(count_of(micro));
-      return loss;
+      const at::Tensor out = s.forward_chunk(model_chunk, input, [&] {
+        return s.val_data->in_order(mine.offset + micro * chunk, count_of(micro));
+      });
+      if (s.pipeline.is_last(model_chunk))
+        loss_sum += out.item<double>() * static_cast<double>(count_of(micro));
+      return out;
     };
     callbacks.activation_shape = [&](int micro) { return s.chunks.front()->hidden_shape(count_of(micro)); };
     s.executor->run(shape, pipe::forward_only_schedule(shape), callbacks);

@@ -23,8 +23,8 @@ struct Slot {
   comm::WorkPtr input_arrival, grad_arrival;
 };
 
-// A send in flight: the buffer it reads, kept alive until it is done, and the activation whose
-// data may go then (the buffer itself, or the original when that was not contiguous).
+// A send in flight: the contiguous buffer it reads (the activation itself, or a copy of a
+// non-contiguous one), kept alive until it is done, and the activation whose data may go then.
 struct PendingSend {
   comm::WorkPtr work;
   at::Tensor buffer, activation;
