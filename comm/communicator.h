@@ -103,7 +103,8 @@ class Communicator {
   // `input` holds the full tensor on every rank; `output` receives this rank's shard_range of the
   // reduction (its numel must equal shard_range(input.numel(), size(), rank()).numel).
   virtual WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) = 0;
-  // `input` is this rank's shard_range of `output`; every rank ends with the full `output`.
+  // `input` is this rank's shard_range of `output`; every rank ends with the full `output`. In
+  // place when `input` is a view of exactly that slice of `output`.
   virtual WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) = 0;
   virtual WorkPtr broadcast(const at::Tensor& tensor, int root) = 0;
   // Single-leg point-to-point: a batch_p2p of one operation.

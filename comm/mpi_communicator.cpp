@@ -146,8 +146,11 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& o
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
   counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
   auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{input, output});
+  // In place when `input` is this rank's slice of `output` (MPI forbids aliased buffers otherwise).
+  const bool in_place =
+      input.data_ptr() == static_cast<char*>(output.data_ptr()) + mine.offset * output.element_size();
   if (size_ == 1) {
-    output.copy_(input);
+    if (!in_place) output.copy_(input);
     return work;
   }
   if (output.numel() == 0) return work;
@@ -159,8 +162,9 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& o
   }
   const MPI_Datatype type = runtime_.datatype(output.scalar_type());
   work->requests.resize(1);
-  MPI_CHECK(MPI_Iallgatherv(input.data_ptr(), mine.numel, type, output.data_ptr(), work->counts.data(),
-                            work->displacements.data(), type, comm_, work->requests.data()));
+  MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : input.data_ptr(), mine.numel, type, output.data_ptr(),
+                            work->counts.data(), work->displacements.data(), type, comm_,
+                            work->requests.data()));
   return work;
 }
 

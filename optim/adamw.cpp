@@ -3,33 +3,55 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace atl::optim {
 
-FlatAdamW::FlatAdamW(at::Tensor values, at::Tensor grads, std::vector<DecaySegment> decay,
+FlatAdamW::FlatAdamW(std::vector<at::Tensor> values, at::Tensor grads, std::vector<DecaySegment> decay,
                      AdamWOptions options)
     : values_(std::move(values)),
       grads_(std::move(grads)),
-      exp_avg_(at::zeros_like(values_)),
-      exp_avg_sq_(at::zeros_like(values_)),
-      denom_(at::empty_like(values_)),
+      exp_avg_(at::zeros_like(grads_)),
+      exp_avg_sq_(at::zeros_like(grads_)),
       decay_(std::move(decay)),
-      options_(options) {}
+      options_(options) {
+  int64_t offset = 0;
+  for (const at::Tensor& v : values_) {
+    value_offsets_.push_back(offset);
+    offset += v.numel();
+  }
+  if (offset != grads_.numel())
+    throw std::invalid_argument("FlatAdamW: value segments hold " + std::to_string(offset) +
+                                " elements but the gradients " + std::to_string(grads_.numel()));
+}
 
 void FlatAdamW::step(double lr) {
   at::NoGradGuard no_grad;
   ++step_;
+  // Decoupled weight decay on the decayed runs, each cut at segment boundaries.
   if (options_.weight_decay != 0.0) {
-    for (const DecaySegment& s : decay_)
-      values_.narrow(0, s.offset, s.numel).mul_(1.0 - lr * options_.weight_decay);
+    for (const DecaySegment& d : decay_) {
+      for (size_t i = 0; i < values_.size(); ++i) {
+        const int64_t begin = std::max(d.offset, value_offsets_[i]);
+        const int64_t end = std::min(d.offset + d.numel, value_offsets_[i] + values_[i].numel());
+        if (begin < end)
+          values_[i].narrow(0, begin - value_offsets_[i], end - begin).mul_(1.0 - lr * options_.weight_decay);
+      }
+    }
   }
   exp_avg_.mul_(options_.beta1).add_(grads_, 1.0 - options_.beta1);
   exp_avg_sq_.mul_(options_.beta2).addcmul_(grads_, grads_, 1.0 - options_.beta2);
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
   const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
-  at::sqrt_out(denom_, exp_avg_sq_);
-  denom_.div_(std::sqrt(bias_correction2)).add_(options_.eps);
-  values_.addcdiv_(exp_avg_, denom_, -lr / bias_correction1);
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const int64_t n = values_[i].numel();
+    // The denominator is a temporary: keeping it would cost 4 more bytes per parameter of state.
+    const at::Tensor denom = exp_avg_sq_.narrow(0, value_offsets_[i], n)
+                                 .sqrt()
+                                 .div_(std::sqrt(bias_correction2))
+                                 .add_(options_.eps);
+    values_[i].addcdiv_(exp_avg_.narrow(0, value_offsets_[i], n), denom, -lr / bias_correction1);
+  }
 }
 
 }  // namespace atl::optim

@@ -26,18 +26,23 @@ struct DecaySegment {
 
 class FlatAdamW {
  public:
-  // `values` and `grads` are flat buffers of the same size (fp32 master weights); the optimizer
-  // keeps references and allocates its moments alongside.
-  FlatAdamW(at::Tensor values, at::Tensor grads, std::vector<DecaySegment> decay, AdamWOptions options);
+  // `values`: the segments of fp32 master weights this optimizer updates (the whole flat buffer, or
+  // under ZeRO this rank's piece of each bucket); `grads`: one contiguous buffer of their total
+  // length, in segment order. Decay segments and the moments use that concatenated coordinate.
+  FlatAdamW(std::vector<at::Tensor> values, at::Tensor grads, std::vector<DecaySegment> decay,
+            AdamWOptions options);
 
   void step(double lr);
 
   int64_t steps_taken() const { return step_; }
   const at::Tensor& exp_avg() const { return exp_avg_; }
   const at::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
+  uint64_t state_bytes() const { return exp_avg_.nbytes() + exp_avg_sq_.nbytes(); }
 
  private:
-  at::Tensor values_, grads_, exp_avg_, exp_avg_sq_, denom_;
+  std::vector<at::Tensor> values_;
+  std::vector<int64_t> value_offsets_;  // where each segment starts in the concatenation
+  at::Tensor grads_, exp_avg_, exp_avg_sq_;
   std::vector<DecaySegment> decay_;
   AdamWOptions options_;
   int64_t step_ = 0;

@@ -1,21 +1,25 @@
-// Global gradient-norm clipping (DESIGN §5): the L2 norm over every parameter of the model,
-// counting each parameter once even when it is replicated across tensor-parallel ranks, summed
-// over the model group (tp x pp). Gradients are already averaged over dp when this runs, so the
-// dp replicas agree without communicating.
+// Global gradient-norm clipping (DESIGN §5): the L2 norm over every parameter of the model, each
+// counted once -- parameters replicated across tensor-parallel ranks on one rank only, a pipeline
+// stage's copy of another stage's parameter never -- summed over the groups that hold disjoint
+// parts of the model: the model group (tp x pp), and under ZeRO the dp group too (each dp rank
+// holds a different piece of the dp-averaged gradients). Without ZeRO the dp replicas agree
+// without communicating.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
 #include "comm/communicator.h"
-#include "parallel/flat_parameters.h"
 
 namespace atl::optim {
 
-// Sum of squares is accumulated in fp64. `count_replicated`: whether this rank contributes the
-// parameters marked replicated_in_model_group (true on exactly one rank of each replica set, e.g.
-// tp rank 0).
-double global_grad_norm(const parallel::FlatParameters& params, comm::Communicator& model_group,
-                        bool count_replicated);
+// The L2 norm of the concatenation of every rank's `pieces` over `groups` (sum of squares
+// accumulated in fp64, all-reduced over each group in turn).
+double global_grad_norm(const std::vector<at::Tensor>& pieces,
+                        const std::vector<comm::Communicator*>& groups);
 
-// Scales the gradients by max_norm / (norm + 1e-6) when that is below 1; returns the factor used.
-double clip_gradients(const parallel::FlatParameters& params, double norm, double max_norm);
+// Scales `grads` by max_norm / (norm + 1e-6) when that is below 1; returns the factor used.
+double clip_gradients(const at::Tensor& grads, double norm, double max_norm);
 
 }  // namespace atl::optim

@@ -102,8 +102,11 @@ std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, i
   for (const ParamSpec& spec : param_specs(c)) {
     if (!part_holds(c, part, spec)) continue;
     const bool duplicate = spec.layer < 0 && !part.embedding;
-    infos.push_back(
-        {spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate});
+    // A tied embedding split between the first and last stage: both copies get a bucket of the same
+    // geometry, so their reduced gradients can be summed piece by piece.
+    const bool own_bucket = spec.layer < 0 && c.tie_embeddings && part.embedding != part.head;
+    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate,
+                     spec.layer, own_bucket});
   }
   return infos;
 }
@@ -123,12 +126,14 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 }
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
-                       comm::Communicator& tp, bool sequence_parallel, const ModelPart& part)
+                       comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
+                       parallel::ParameterGate* gate)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
       tp_(tp),
       sequence_parallel_(sequence_parallel && tp.size() > 1),
+      gate_(gate),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   if (part_.embedding || (part_.head && config.tie_embeddings))
     embed_ = params.value("model.embed_tokens.weight");
@@ -145,6 +150,9 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
     final_norm_ = params.value("model.norm.weight");
     lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
   }
+  if (part_.embedding) units_.push_back(kEmbeddingUnit);
+  for (int i = part_.first_layer; i < part_.end_layer; ++i) units_.push_back(i);
+  if (part_.head) units_.push_back(config.layers);
 
   // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
   // both halves of the head dimension.
@@ -196,19 +204,43 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
 }
 
+void LlamaModel::acquire(size_t index) const {
+  if (!gate_) return;
+  gate_->acquire(units_[index],
+                 index + 1 < units_.size() ? units_[index + 1] : parallel::ParameterGate::kNoUnit);
+}
+
+at::Tensor LlamaModel::release_after(size_t index, const at::Tensor& output) const {
+  if (!gate_) return output;
+  return gate_->release_after(units_[index], output,
+                              index > 0 ? units_[index - 1] : parallel::ParameterGate::kNoUnit);
+}
+
 at::Tensor LlamaModel::forward(const at::Tensor& input) const {
-  at::Tensor h = part_.embedding ? parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_,
-                                                                      sequence_parallel_)
-                                 : input;
+  size_t unit = 0;  // index into units_, in forward order
+  at::Tensor h = input;
+  if (part_.embedding) {
+    acquire(unit);
+    h = release_after(
+        unit++, parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_, sequence_parallel_));
+  }
   for (const Layer& layer : layers_) {
+    acquire(unit);
     h = h + attention(layer, rms_norm(h, layer.input_norm));
     // SwiGLU: gate and up column-parallel, down row-parallel.
     const at::Tensor x = enter_tp(rms_norm(h, layer.post_norm));
     h = h +
         exit_tp(at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down));
+    h = release_after(unit++, h);
   }
   if (!part_.head) return h;
-  return at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
+  acquire(unit);
+  // A tied head reads the embedding matrix, which belongs to the embedding's unit.
+  const bool tied = gate_ && config_.tie_embeddings;
+  if (tied) gate_->acquire(kEmbeddingUnit, parallel::ParameterGate::kNoUnit);
+  at::Tensor logits = at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
+  if (tied) logits = gate_->release_after(kEmbeddingUnit, logits, units_[unit]);
+  return release_after(unit, logits);
 }
 
 std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {

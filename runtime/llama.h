@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "parallel/flat_parameters.h"
+#include "parallel/parameter_gate.h"
 #include "runtime/config.h"
 
 namespace atl::runtime {
@@ -39,8 +40,13 @@ class LlamaModel {
   // column-parallel, o_proj and down_proj row-parallel, the embedding vocabulary-parallel).
   // With `sequence_parallel`, activations outside attention and MLP hold seq/tp positions per rank.
   // `part`: the layers (and ends) this instance runs; their parameters must be in `params`.
+  // `gate` (ZeRO): told before and after each unit of parameters is used, in forward order --
+  // the embedding (unit kEmbeddingUnit), each decoder layer (its index), the head (unit `layers`),
+  // matching ParamInfo::unit. Null: parameters are always present.
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
-             bool sequence_parallel = false, const ModelPart& part = {});
+             bool sequence_parallel = false, const ModelPart& part = {},
+             parallel::ParameterGate* gate = nullptr);
+  static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
   // With tied embeddings, a head without the embedding holds its own copy of
@@ -76,13 +82,18 @@ class LlamaModel {
   // along the sequence.
   at::Tensor enter_tp(const at::Tensor& x) const;
   at::Tensor exit_tp(const at::Tensor& partial) const;
+  // Gate calls for units_[index], naming its neighbours for prefetching.
+  void acquire(size_t index) const;
+  at::Tensor release_after(size_t index, const at::Tensor& output) const;
 
   ModelConfig config_;
   ModelPart part_;
   int64_t head_dim_;
   comm::Communicator& tp_;
   bool sequence_parallel_;
-  int64_t vocab_start_;  // first vocabulary row this tp rank holds
+  parallel::ParameterGate* gate_;
+  std::vector<int> units_;  // the parameter units this part uses, in forward order
+  int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]

@@ -78,7 +78,9 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("comm_bytes", static_cast<int64_t>(m.comm_bytes))
       .add("comm_wait_s", m.comm_wait_seconds)
       .add("rss_bytes", static_cast<int64_t>(m.rss_bytes))
-      .add("param_bytes", static_cast<int64_t>(m.param_bytes));
+      .add("param_bytes", static_cast<int64_t>(m.param_bytes))
+      .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))
+      .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes));
   if (!m.stage_idle.empty())
     r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
   return r;
@@ -100,12 +102,12 @@ std::string progress_line(const StepMetrics& m, int64_t total_steps) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %s "
-                "(params %s) | "
+                "(model state %s) | "
                 "comm %s/step (wait %.1f ms)",
                 static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr,
                 m.grad_norm, m.tokens_per_s, 100.0 * m.mfu,
                 format_bytes(static_cast<double>(m.rss_bytes)).c_str(),
-                format_bytes(static_cast<double>(m.param_bytes)).c_str(),
+                format_bytes(static_cast<double>(m.param_bytes + m.grad_bytes + m.optimizer_bytes)).c_str(),
                 format_bytes(static_cast<double>(m.comm_bytes)).c_str(), 1e3 * m.comm_wait_seconds);
   return buf;
 }

@@ -22,7 +22,9 @@ struct StepMetrics {
   double comm_wait_seconds = 0.0;  // time blocked on communication in the step (not overlapped)
   uint64_t comm_bytes = 0;         // bytes this rank sent in the step (all groups)
   uint64_t rss_bytes = 0;          // resident memory of this process
-  uint64_t param_bytes = 0;        // this rank's parameters (its tensor-parallel shard)
+  // This rank's model state as allocated after the step (its tensor-parallel shard, divided by
+  // dp as the ZeRO stage shards it): parameters, gradients, optimizer moments.
+  uint64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   // Per pipeline stage (index = stage; empty without a pipeline): the idle fraction of the step's
   // schedule (waiting over wall time: the bubble) and the peak heap growth while it ran (activations).
   std::vector<double> stage_idle;

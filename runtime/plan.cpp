@@ -87,8 +87,12 @@ Plan make_plan(const Config& c) {
       pp_messages += (shape.is_last(chunk) ? 0 : 1) + (shape.is_first(chunk) ? 0 : 1);
     }
     const double params = static_cast<double>(s.parameters), n = p.dp;
+    // As ShardedDataParallel allocates them: ZeRO-1 keeps the full gradient buffer that backward
+    // fills and the reduce-scattered piece it owns; ZeRO-2/3 free a bucket's gradients once
+    // reduce-scattered (between steps only the piece remains); ZeRO-3 keeps only its piece of the
+    // parameters.
     s.parameter_bytes = 4.0 * params / (p.zero >= 3 ? n : 1.0);
-    s.gradient_bytes = 4.0 * params / (p.zero >= 2 ? n : 1.0);
+    s.gradient_bytes = p.zero == 0 ? 4.0 * params : 4.0 * params / n + (p.zero == 1 ? 4.0 * params : 0.0);
     s.optimizer_bytes = 8.0 * params / (p.zero >= 1 ? n : 1.0);
 
     // Chunk-microbatches alive at the peak: GPipe all, 1F1B and interleaved their warmup plus one.

@@ -17,11 +17,11 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
-#include "parallel/data_parallel.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_layout.h"
+#include "parallel/sharded_data_parallel.h"
 #include "runtime/batches.h"
 #include "runtime/host_memory.h"
 #include "runtime/llama.h"
@@ -37,15 +37,11 @@ std::vector<parallel::ParamInfo> backward_order(std::vector<parallel::ParamInfo>
   return infos;
 }
 
-std::vector<optim::DecaySegment> decay_segments(const parallel::FlatParameters& params) {
+std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParallel& engine) {
   std::vector<optim::DecaySegment> segments;
-  for (const parallel::FlatEntry& e : params.entries()) {
-    if (!e.info.weight_decay) continue;
-    if (!segments.empty() && segments.back().offset + segments.back().numel == e.offset)
-      segments.back().numel += e.numel;  // merge neighbours: fewer, larger kernels
-    else
-      segments.push_back({e.offset, e.numel});
-  }
+  for (const parallel::ShardSpan& span :
+       engine.owned_spans([](const parallel::FlatEntry& e) { return e.info.weight_decay; }))
+    segments.push_back({span.offset, span.numel});
   return segments;
 }
 
@@ -73,15 +69,11 @@ void throw_if_invalid(const Config& config, int world_size) {
   if (!problems.empty()) throw ConfigError(problems);
 }
 
-// This build trains data-parallel layouts; the other mesh dimensions arrive with their issues.
+// Islands (outer optimizers) arrive with their issue.
 void require_supported_layout(const ParallelConfig& p) {
-  auto unsupported = [](const std::string& field, int value) {
-    return std::invalid_argument("parallel." + field + " = " + std::to_string(value) +
-                                 " is not supported by this build of Atoll yet; set parallel." + field +
-                                 " to its default");
-  };
-  if (p.islands != 1) throw unsupported("islands", p.islands);
-  if (p.zero != 0) throw unsupported("zero", p.zero);
+  if (p.islands != 1)
+    throw std::invalid_argument("parallel.islands = " + std::to_string(p.islands) +
+                                " is not supported by this build of Atoll yet; set parallel.islands to 1");
 }
 
 }  // namespace
@@ -123,7 +115,7 @@ struct Trainer::State {
   pipe::PipelineShape pipeline;
   std::vector<pipe::PipeOp> step_schedule;
   std::unique_ptr<pipe::PipelineExecutor> executor;
-  std::unique_ptr<parallel::DataParallelReducer> reducer;
+  std::unique_ptr<parallel::ShardedDataParallel> data_parallel;
   std::unique_ptr<optim::FlatAdamW> optimizer;
   optim::LrSchedule schedule;
   std::unique_ptr<SequenceSource> train_data, val_data;
@@ -142,6 +134,26 @@ struct Trainer::State {
     const LlamaModel& model = *chunks[chunk];
     const at::Tensor out = model.forward(first ? batch.inputs : input);
     return last ? model.loss_of(out, batch.targets) : out;
+  }
+
+  // The global gradient norm over what this rank owns (DESIGN §5): each parameter once in the model
+  // group (tp-replicated ones on tp rank 0, stage copies never), and under ZeRO over the dp group.
+  double global_grad_norm() const {
+    const bool count_replicated = mesh->coord().tp == 0;
+    std::vector<at::Tensor> pieces;
+    for (const parallel::ShardSpan& span : data_parallel->owned_spans([&](const parallel::FlatEntry& e) {
+           return !e.info.duplicate && (count_replicated || !e.info.replicated_in_model_group);
+         }))
+      pieces.push_back(data_parallel->optimizer_grads().narrow(0, span.offset, span.numel));
+    std::vector<comm::Communicator*> groups{&mesh->model()};
+    if (data_parallel->gradients_sharded()) groups.insert(groups.begin(), &mesh->dp());
+    return optim::global_grad_norm(pieces, groups);
+  }
+
+  parallel::ModelStateBytes model_state_bytes() const {
+    parallel::ModelStateBytes bytes = data_parallel->state_bytes();
+    bytes.optimizer = optimizer->state_bytes();
+    return bytes;
   }
 
   void log(const std::string& line) const {
@@ -200,17 +212,23 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     const std::vector<parallel::ParamInfo> chunk_infos = LlamaModel::param_infos(config.model, tp_size, part);
     infos.insert(infos.end(), chunk_infos.begin(), chunk_infos.end());
   }
-  s.params = std::make_unique<parallel::FlatParameters>(backward_order(infos), at::kFloat);
+  const int zero = config.parallel.zero;
+  s.params = std::make_unique<parallel::FlatParameters>(
+      backward_order(infos), at::kFloat,
+      parallel::zero_layout(zero, config.parallel.dp,
+                            static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024),
+                            /*element_bytes=*/4));
   initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
+  s.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*s.params, s.mesh->dp(), zero);
+  parallel::ParameterGate* gate = zero >= 1 ? s.data_parallel.get() : nullptr;
   for (const ModelPart& part : parts)
     s.chunks.push_back(std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(),
-                                                    config.parallel.sequence_parallel, part));
+                                                    config.parallel.sequence_parallel, part, gate));
   s.step_schedule = pipe::build_schedule(pipe::schedule_kind(config.parallel.schedule, pp), s.pipeline);
   s.executor = std::make_unique<pipe::PipelineExecutor>(s.mesh->pp(), at::kFloat);
-  s.reducer = std::make_unique<parallel::DataParallelReducer>(
-      *s.params, s.mesh->dp(), static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024));
   s.optimizer =
-      std::make_unique<optim::FlatAdamW>(s.params->values(), s.params->grads(), decay_segments(*s.params),
+      std::make_unique<optim::FlatAdamW>(s.data_parallel->optimizer_values(),
+                                         s.data_parallel->optimizer_grads(), decay_segments(*s.data_parallel),
                                          optim::AdamWOptions{config.optim.beta1, config.optim.beta2,
                                                              config.optim.eps, config.optim.weight_decay});
   s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup,
@@ -249,6 +267,19 @@ const comm::DeviceMesh& Trainer::mesh() const {
   return *state_->mesh;
 }
 
+std::map<std::string, at::Tensor> Trainer::full_parameters() {
+  State& s = *state_;
+  s.data_parallel->gather_all();
+  std::map<std::string, at::Tensor> out;
+  for (const parallel::FlatEntry& e : s.params->entries()) out[e.info.name] = e.value.detach().clone();
+  s.data_parallel->release_all();
+  return out;
+}
+
+parallel::ModelStateBytes Trainer::model_state_bytes() const {
+  return state_->model_state_bytes();
+}
+
 namespace {
 
 // The pipeline-stage statistics of a step, gathered from every stage of this rank's pipeline.
@@ -274,8 +305,7 @@ StepMetrics Trainer::train_step() {
   const int microbatches = c.parallel.microbatches;
   const int64_t microbatch_size = c.train.global_batch / (c.parallel.dp * microbatches);
 
-  s.params->zero_grads();
-  s.reducer->start_step(microbatches);
+  s.data_parallel->start_step(microbatches);
   double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
   pipe::StageCallbacks callbacks;
   callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
@@ -294,22 +324,25 @@ StepMetrics Trainer::train_step() {
   callbacks.activation_shape = [&](int) { return s.chunks.front()->hidden_shape(microbatch_size); };
   callbacks.memory_in_use = heap_bytes_in_use;
   const pipe::PipelineRunStats pipeline_stats = s.executor->run(s.pipeline, s.step_schedule, callbacks);
-  s.reducer->finish();
+  s.data_parallel->finish();
   // Tied embeddings across the first and last stage: each holds a copy, kept equal by summing
-  // their gradients (Megatron's embedding group).
+  // their gradients (Megatron's embedding group) -- under ZeRO the owned pieces of the copies'
+  // buckets, which have the same geometry on both stages (ParamInfo::own_bucket).
   comm::Communicator* embedding_group = s.mesh->embedding();
-  if (embedding_group && embedding_group->size() > 1 && c.model.tie_embeddings)
-    embedding_group->all_reduce(s.params->entry("model.embed_tokens.weight").grad, comm::ReduceOp::kSum)
-        ->wait();
+  if (embedding_group && embedding_group->size() > 1 && c.model.tie_embeddings) {
+    const size_t bucket = s.params->entry("model.embed_tokens.weight").bucket;
+    embedding_group->all_reduce(s.data_parallel->owned_bucket_gradient(bucket), comm::ReduceOp::kSum)->wait();
+  }
 
   // The last stage holds the loss: sum over the pipeline, average over data parallelism.
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
   if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
   comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
-  const double grad_norm = optim::global_grad_norm(*s.params, s.mesh->model(), s.mesh->coord().tp == 0);
-  optim::clip_gradients(*s.params, grad_norm, c.optim.grad_clip);
+  const double grad_norm = s.global_grad_norm();
+  optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
   const double lr = s.schedule.at(s.step);
   s.optimizer->step(lr);
+  s.data_parallel->after_optimizer_step();
   loss_work->wait();
   ++s.step;
 
@@ -328,7 +361,10 @@ StepMetrics Trainer::train_step() {
   m.comm_bytes = comm_after.bytes - comm_before.bytes;
   m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
   m.rss_bytes = resident_memory_bytes();
-  m.param_bytes = static_cast<uint64_t>(s.params->values().nbytes());
+  const parallel::ModelStateBytes state = s.model_state_bytes();
+  m.param_bytes = state.parameters;
+  m.grad_bytes = state.gradients;
+  m.optimizer_bytes = state.optimizer;
   return m;
 }
 

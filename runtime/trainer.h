@@ -4,9 +4,13 @@
 // clipping, AdamW, progress lines and metrics.jsonl on rank 0, validation every eval_every steps.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/config.h"
@@ -19,7 +23,8 @@ class DeviceMesh;
 
 namespace atl::parallel {
 class FlatParameters;
-}
+struct ModelStateBytes;
+}  // namespace atl::parallel
 
 namespace atl::runtime {
 
@@ -51,7 +56,14 @@ class Trainer {
   void run();
 
   int64_t step() const;
+  // This rank's parameter buffers. Under ZeRO-3 their data is present only while a unit is in use:
+  // read parameters through full_parameters() instead.
   const parallel::FlatParameters& parameters() const;
+  // This rank's piece (tensor- and pipeline-parallel, never dp-sharded) of every parameter, by
+  // canonical name, as copies. Collective over the dp group under ZeRO.
+  std::map<std::string, at::Tensor> full_parameters();
+  // Bytes of model state this rank holds now (live allocations).
+  parallel::ModelStateBytes model_state_bytes() const;
   const comm::DeviceMesh& mesh() const;
 
  private:

@@ -31,10 +31,10 @@ struct RunResult {
   double val_loss = 0.0;
 };
 
-inline std::map<std::string, at::Tensor> by_name(const atl::parallel::FlatParameters& params, bool grads) {
+// This rank's gradient of every parameter, by name.
+inline std::map<std::string, at::Tensor> by_name(const atl::parallel::FlatParameters& params) {
   std::map<std::string, at::Tensor> out;
-  for (const atl::parallel::FlatEntry& e : params.entries())
-    out[e.info.name] = (grads ? e.grad : e.value).detach().clone();
+  for (const atl::parallel::FlatEntry& e : params.entries()) out[e.info.name] = e.grad.detach().clone();
   return out;
 }
 
@@ -45,9 +45,10 @@ inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& c
     const atl::runtime::StepMetrics m = trainer.train_step();
     result.losses.push_back(m.loss);
     result.grad_norms.push_back(m.grad_norm);
-    if (s == 0) result.first_step_grads = by_name(trainer.parameters(), /*grads=*/true);
+    // Full gradients exist only without ZeRO (with it, each rank holds its reduced piece).
+    if (s == 0 && config.parallel.zero == 0) result.first_step_grads = by_name(trainer.parameters());
   }
-  result.final_params = by_name(trainer.parameters(), /*grads=*/false);
+  result.final_params = trainer.full_parameters();
   result.val_loss = trainer.evaluate();
   return result;
 }

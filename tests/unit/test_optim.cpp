@@ -25,7 +25,11 @@ TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
     if (e.info.weight_decay) segments.push_back({e.offset, e.numel});
   }
   const double lr = 3e-3, wd = 0.1;
-  atl::optim::FlatAdamW ours(flat.values(), flat.grads(), segments, {0.9, 0.95, 1e-8, wd});
+  // Two value segments (as ZeRO hands over one piece per bucket) over one gradient buffer.
+  const int64_t cut = flat.entries()[2].offset;
+  atl::optim::FlatAdamW ours(
+      {flat.values().narrow(0, 0, cut), flat.values().narrow(0, cut, flat.numel() - cut)}, flat.grads(),
+      segments, {0.9, 0.95, 1e-8, wd});
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay,
                       std::make_unique<torch::optim::AdamWOptions>(

@@ -1,0 +1,348 @@
+#include "parallel/sharded_data_parallel.h"
+
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+#include "parallel/resident_storage.h"
+
+namespace atl::parallel {
+
+FlatLayout zero_layout(int zero_stage, int dp, int64_t bucket_bytes, int64_t element_bytes) {
+  FlatLayout layout;
+  layout.bucket_numel = std::max<int64_t>(1, bucket_bytes / element_bytes);
+  // 64-byte parameter starts and shard pieces: whole cache lines, and vector loads stay aligned.
+  layout.align = std::max<int64_t>(1, 64 / element_bytes);
+  layout.shards = dp;
+  layout.split_units = zero_stage >= 3;
+  layout.separate_values = zero_stage >= 3;
+  layout.separate_grads = zero_stage >= 2;
+  return layout;
+}
+
+struct ShardedDataParallel::BucketState {
+  comm::ShardRange owned{0, 0};  // the piece of the bucket this rank owns, bucket-relative
+  int64_t shard_offset = 0;      // where that piece sits in the optimizer's coordinates
+  int params = 0;
+  int pending = 0;         // gradients still to land before this round's reduction
+  bool dirty = false;      // holds gradients not yet reduced
+  int rounds_reduced = 0;  // reductions launched this step; later ones add into the shard
+  comm::WorkPtr reduction, gather;
+  at::Tensor reduction_out;  // where the reduction writes; added into the shard when it is a temporary
+  bool reduction_adds = false;
+};
+
+// Autograd hooks on a parameter's gradient accumulator: before (ZeRO-2/3: the bucket's gradient
+// storage must exist and be free of a reduction in flight) and after its gradient has landed.
+class ShardedDataParallel::GradientHooks {
+ public:
+  class Before final : public torch::autograd::FunctionPreHook {
+   public:
+    Before(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+      engine_.before_accumulate(bucket_);
+      return grads;
+    }
+
+   private:
+    ShardedDataParallel& engine_;
+    size_t bucket_;
+  };
+  class After final : public torch::autograd::FunctionPostHook {
+   public:
+    After(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list& /*inputs*/) override {
+      engine_.on_gradient_ready(bucket_);
+      return outputs;
+    }
+
+   private:
+    ShardedDataParallel& engine_;
+    size_t bucket_;
+  };
+};
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Identity in forward; in backward it makes the unit present again before the gradient flows on
+// into the unit's own backward (ZeRO-3). Contexts keep only IValues: the gate travels as its
+// address; the engine outlives every graph built during training.
+class RegatherForBackward : public torch::autograd::Function<RegatherForBackward> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, ParameterGate* gate, int64_t unit,
+                            int64_t backward_next) {
+    ctx->saved_data["gate"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(gate));
+    ctx->saved_data["unit"] = unit;
+    ctx->saved_data["next"] = backward_next;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* gate = reinterpret_cast<ParameterGate*>(static_cast<intptr_t>(ctx->saved_data["gate"].toInt()));
+    gate->acquire(static_cast<int>(ctx->saved_data["unit"].toInt()),
+                  static_cast<int>(ctx->saved_data["next"].toInt()));
+    return {grads[0], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage)
+    : params_(params), group_(dp_group), stage_(zero_stage) {
+  if (stage_ < 0 || stage_ > 3) throw std::invalid_argument("ZeRO stage must be 0, 1, 2 or 3");
+  const std::vector<FlatBucket>& buckets = params.buckets();
+  buckets_.resize(buckets.size());
+  int64_t shard_numel = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    BucketState& s = buckets_[b];
+    const FlatBucket& fb = buckets[b];
+    if (stage_ >= 1 && fb.numel % group_.size() != 0)
+      throw std::invalid_argument(
+          "ShardedDataParallel: buckets must be laid out by zero_layout for this dp size");
+    s.owned = stage_ == 0 ? comm::ShardRange{0, fb.numel}
+                          : comm::shard_range(fb.numel, group_.size(), group_.rank());
+    s.shard_offset = stage_ == 0 ? fb.offset : shard_numel;
+    shard_numel += s.owned.numel;
+    s.params = static_cast<int>(fb.end_entry - fb.first_entry);
+  }
+  // A unit needs every bucket holding one of its parameters (below ZeRO-3 a bucket may span units).
+  for (const FlatEntry& e : params.entries()) {
+    std::vector<size_t>& of_unit = unit_buckets_[e.info.unit];
+    if (of_unit.empty() || of_unit.back() != e.bucket) of_unit.push_back(e.bucket);
+  }
+  const auto options = at::TensorOptions().dtype(
+      params.entries().empty() ? at::kFloat : params.entries().front().value.scalar_type());
+  if (stage_ == 0) {
+    optimizer_values_ = {params.values()};
+    optimizer_grads_ = params.grads();
+  } else {
+    grad_shard_ = at::zeros({shard_numel}, options);
+    optimizer_grads_ = grad_shard_;
+  }
+  if (stage_ == 1 || stage_ == 2)
+    for (size_t b = 0; b < buckets.size(); ++b) optimizer_values_.push_back(owned_values(b));
+  if (stage_ == 3) {
+    // From here on this rank keeps only its pieces; units are gathered when used.
+    value_shard_ = at::empty({shard_numel}, options);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      value_shard_.narrow(0, buckets_[b].shard_offset, buckets_[b].owned.numel).copy_(owned_values(b));
+      release_storage(buckets[b].values);
+    }
+    optimizer_values_ = {value_shard_};
+  }
+  if (stage_ >= 2)
+    for (const FlatBucket& fb : buckets) release_storage(fb.grads);
+
+  if (group_.size() == 1 && stage_ == 0) return;  // nothing to reduce: no hooks, no overhead
+  for (const FlatEntry& e : params.entries()) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(e.value);
+    if (stage_ >= 2) accumulator->add_pre_hook(std::make_unique<GradientHooks::Before>(*this, e.bucket));
+    accumulator->add_post_hook(std::make_unique<GradientHooks::After>(*this, e.bucket));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+ShardedDataParallel::~ShardedDataParallel() {
+  // Hooks and requests point at this object and its buffers: drain everything in flight.
+  for (BucketState& s : buckets_) {
+    if (s.reduction) s.reduction->wait();
+    if (s.gather) s.gather->wait();
+  }
+}
+
+at::Tensor ShardedDataParallel::owned_values(size_t bucket) const {
+  const BucketState& s = buckets_[bucket];
+  return params_.buckets()[bucket].values.narrow(0, s.owned.offset, s.owned.numel);
+}
+
+const std::vector<size_t>& ShardedDataParallel::buckets_of(int unit) const {
+  static const std::vector<size_t> kNone;
+  auto it = unit_buckets_.find(unit);
+  return it == unit_buckets_.end() ? kNone : it->second;
+}
+
+void ShardedDataParallel::start_step(int backwards_per_step) {
+  step_started_ = group_.size() > 1 || stage_ >= 1;
+  // Stages 0-1 reduce once, after every microbatch's gradient has been accumulated; stages 2-3
+  // after each microbatch, so a bucket's full gradients never outlive one backward.
+  arrivals_per_round_ = stage_ <= 1 ? backwards_per_step : 1;
+  for (BucketState& s : buckets_) {
+    s.pending = s.params * arrivals_per_round_;
+    s.dirty = false;
+    s.rounds_reduced = 0;
+  }
+  params_.zero_grads();
+}
+
+void ShardedDataParallel::before_accumulate(size_t bucket) {
+  const at::Tensor& grads = params_.buckets()[bucket].grads;
+  complete_reduction(bucket);  // the bucket is about to be written: its last reduction must be done
+  if (!is_resident(grads)) {
+    make_resident(grads);
+    grads.zero_();
+  }
+}
+
+void ShardedDataParallel::on_gradient_ready(size_t bucket) {
+  if (!step_started_) return;
+  BucketState& s = buckets_[bucket];
+  s.dirty = true;
+  if (--s.pending == 0) launch_reduction(bucket);
+  poll();  // MPI progresses non-blocking collectives only inside MPI calls
+}
+
+void ShardedDataParallel::launch_reduction(size_t bucket) {
+  BucketState& s = buckets_[bucket];
+  const FlatBucket& fb = params_.buckets()[bucket];
+  s.pending = s.params * arrivals_per_round_;
+  s.dirty = false;
+  if (stage_ == 0) {
+    s.reduction = group_.all_reduce(fb.grads, comm::ReduceOp::kAvg);
+  } else {
+    const at::Tensor target = grad_shard_.narrow(0, s.shard_offset, s.owned.numel);
+    s.reduction_adds = s.rounds_reduced > 0;
+    s.reduction_out = s.reduction_adds ? at::empty_like(target) : target;
+    s.reduction = group_.reduce_scatter(fb.grads, s.reduction_out, comm::ReduceOp::kAvg);
+  }
+  ++s.rounds_reduced;
+  // The bucket's gradients of this round have all landed, so backward is done with its values.
+  if (stage_ == 3) release_values(bucket);
+}
+
+void ShardedDataParallel::complete_reduction(size_t bucket) {
+  BucketState& s = buckets_[bucket];
+  if (!s.reduction) return;
+  s.reduction->wait();
+  s.reduction.reset();
+  if (s.reduction_adds) grad_shard_.narrow(0, s.shard_offset, s.owned.numel).add_(s.reduction_out);
+  s.reduction_out = at::Tensor();
+  if (stage_ >= 2) release_storage(params_.buckets()[bucket].grads);
+}
+
+void ShardedDataParallel::poll() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketState& s = buckets_[b];
+    if (s.reduction && s.reduction->test()) complete_reduction(b);
+    if (s.gather) s.gather->test();
+  }
+}
+
+void ShardedDataParallel::finish() {
+  if (!step_started_) return;
+  // Whatever did not complete a round (parameters unused this step) is reduced now, in bucket
+  // order on every rank; a bucket that received nothing still contributes its zeros once.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketState& s = buckets_[b];
+    if (!s.dirty && s.rounds_reduced > 0) continue;
+    if (stage_ >= 2) before_accumulate(b);
+    launch_reduction(b);
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) complete_reduction(b);
+  step_started_ = false;
+}
+
+std::vector<ShardSpan> ShardedDataParallel::owned_spans(
+    const std::function<bool(const FlatEntry&)>& keep) const {
+  std::vector<ShardSpan> spans;
+  const std::vector<FlatBucket>& buckets = params_.buckets();
+  for (const FlatEntry& e : params_.entries()) {
+    if (!keep(e)) continue;
+    const BucketState& s = buckets_[e.bucket];
+    const int64_t owned_begin = buckets[e.bucket].offset + s.owned.offset;
+    const int64_t begin = std::max(e.offset, owned_begin);
+    const int64_t end = std::min(e.offset + e.numel, owned_begin + s.owned.numel);
+    if (begin >= end) continue;
+    const int64_t offset = s.shard_offset + (begin - owned_begin);
+    if (!spans.empty() && spans.back().offset + spans.back().numel == offset)
+      spans.back().numel += end - begin;  // neighbours merge: fewer, larger kernels
+    else
+      spans.push_back({offset, end - begin});
+  }
+  return spans;
+}
+
+at::Tensor ShardedDataParallel::owned_bucket_gradient(size_t bucket) const {
+  const BucketState& s = buckets_[bucket];
+  return optimizer_grads_.narrow(0, s.shard_offset, s.owned.numel);
+}
+
+void ShardedDataParallel::start_gather(size_t bucket) {
+  BucketState& s = buckets_[bucket];
+  const FlatBucket& fb = params_.buckets()[bucket];
+  if (s.gather) return;
+  if (stage_ == 3) {
+    if (is_resident(fb.values)) return;
+    make_resident(fb.values);
+    s.gather = group_.all_gather(value_shard_.narrow(0, s.shard_offset, s.owned.numel), fb.values);
+  } else {
+    s.gather = group_.all_gather(owned_values(bucket), fb.values);  // in place
+  }
+}
+
+void ShardedDataParallel::wait_gather(size_t bucket) {
+  BucketState& s = buckets_[bucket];
+  if (!s.gather) return;
+  s.gather->wait();
+  s.gather.reset();
+}
+
+void ShardedDataParallel::release_values(size_t bucket) {
+  wait_gather(bucket);
+  release_storage(params_.buckets()[bucket].values);
+}
+
+void ShardedDataParallel::after_optimizer_step() {
+  if (stage_ == 1 || stage_ == 2)
+    for (size_t b = 0; b < buckets_.size(); ++b) start_gather(b);
+}
+
+void ShardedDataParallel::gather_all() {
+  if (stage_ == 0) return;
+  if (stage_ == 3)
+    for (size_t b = 0; b < buckets_.size(); ++b) start_gather(b);
+  for (size_t b = 0; b < buckets_.size(); ++b) wait_gather(b);
+}
+
+void ShardedDataParallel::release_all() {
+  if (stage_ == 3)
+    for (size_t b = 0; b < buckets_.size(); ++b) release_values(b);
+}
+
+ModelStateBytes ShardedDataParallel::state_bytes() const {
+  ModelStateBytes bytes;
+  const auto resident_bytes = [](const at::Tensor& t) {
+    return is_resident(t) ? static_cast<uint64_t>(t.nbytes()) : 0;
+  };
+  for (const FlatBucket& fb : params_.buckets()) {
+    bytes.parameters += resident_bytes(fb.values);
+    bytes.gradients += resident_bytes(fb.grads);
+  }
+  if (value_shard_.defined()) bytes.parameters += value_shard_.nbytes();
+  if (grad_shard_.defined()) bytes.gradients += grad_shard_.nbytes();
+  return bytes;
+}
+
+void ShardedDataParallel::acquire(int unit, int next) {
+  if (stage_ == 0) return;
+  for (size_t b : buckets_of(unit)) {
+    if (stage_ == 3) start_gather(b);  // stages 1-2: started after the optimizer step
+    wait_gather(b);
+  }
+  if (stage_ == 3 && next != kNoUnit)
+    for (size_t b : buckets_of(next)) start_gather(b);
+  poll();
+}
+
+at::Tensor ShardedDataParallel::release_after(int unit, const at::Tensor& output, int backward_next) {
+  if (stage_ < 3) return output;
+  at::Tensor out = output;
+  if (at::GradMode::is_enabled() && output.requires_grad())
+    out = RegatherForBackward::apply(output, static_cast<ParameterGate*>(this), unit, backward_next);
+  for (size_t b : buckets_of(unit)) release_values(b);
+  return out;
+}
+
+}  // namespace atl::parallel

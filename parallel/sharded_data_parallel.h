@@ -1,0 +1,131 @@
+// Data parallelism with ZeRO stages 0-3 over one FlatParameters (DESIGN §5; ZeRO, Rajbhandari et
+// al. 2020; Megatron's distributed optimizer).
+//
+// Each bucket of the flat buffers splits into dp equal pieces; dp rank r owns piece r of every
+// bucket and its optimizer state. Gradient reduction starts from autograd hooks as soon as a
+// bucket's last gradient has landed, overlapping the rest of backward:
+//
+//   stage 0  all-reduce (average) of each bucket; every rank steps the whole model.
+//   stage 1  reduce-scatter of each bucket into this rank's gradient shard; the optimizer steps only
+//            the owned pieces (moments for 1/dp of the model); an all-gather of each bucket after the
+//            step brings every rank the updated parameters, and the next forward waits for a unit's
+//            gather only when it reaches that unit.
+//   stage 2  as 1, and a bucket's gradients are freed once reduce-scattered: they exist only while
+//            backward fills them. With gradient accumulation each microbatch is reduce-scattered and
+//            summed into the shard (DeepSpeed's choice: memory over bytes sent).
+//   stage 3  as 2, and parameters are sharded too: a unit (layer) is all-gathered just before its
+//            forward and again before its backward, freed after each, and the next unit's gather is
+//            started while the current one computes.
+//
+// Worked example, dp = 2, one bucket holding parameters a (3 elements) and b (2), align 1:
+// the bucket is padded to 6 = [a0 a1 a2 b0 b1 _]; rank 0 owns [a0 a1 a2], rank 1 [b0 b1 _]. Under
+// stage >= 1 rank 1's optimizer holds moments for 3 elements and updates b0, b1 (and the zero pad).
+//
+// Collectives are issued from the hooks in the order gradients land. Every dp rank runs the same
+// graph in the same schedule, and the autograd engine runs ready nodes in a fixed priority order,
+// so the order is the same on every rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/flat_parameters.h"
+#include "parallel/parameter_gate.h"
+
+namespace atl::parallel {
+
+// The layout a ZeRO stage needs from FlatParameters: equal aligned pieces per dp rank, separate
+// storages for what the stage frees, a bucket per unit under stage 3.
+FlatLayout zero_layout(int zero_stage, int dp, int64_t bucket_bytes, int64_t element_bytes);
+
+// Bytes of model state this rank holds right now, measured from the live allocations.
+struct ModelStateBytes {
+  uint64_t parameters = 0, gradients = 0, optimizer = 0;
+  uint64_t total() const { return parameters + gradients + optimizer; }
+};
+
+// A run of elements in the optimizer's coordinates (the concatenation of optimizer_values()).
+struct ShardSpan {
+  int64_t offset;
+  int64_t numel;
+};
+
+class ShardedDataParallel final : public ParameterGate {
+ public:
+  // `params` must be laid out by zero_layout(zero_stage, dp_group.size(), ...) and hold the same
+  // (initialised) values on every dp rank; stage 3 keeps only this rank's pieces from then on.
+  ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage);
+  ~ShardedDataParallel() override;
+  ShardedDataParallel(const ShardedDataParallel&) = delete;
+  ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
+
+  int stage() const { return stage_; }
+
+  // Before the step's first backward: each parameter receives `backwards_per_step` gradients.
+  void start_step(int backwards_per_step);
+  // Waits for every reduction. Afterwards optimizer_grads() hold the dp-averaged gradients of what
+  // this rank owns.
+  void finish();
+
+  // What the optimizer updates: segments of parameter values (stage 0: the whole buffer; 1-2: the
+  // owned piece of each bucket; 3: the parameter shard), and their gradients, one contiguous tensor
+  // of the segments' total length in the same order.
+  const std::vector<at::Tensor>& optimizer_values() const { return optimizer_values_; }
+  const at::Tensor& optimizer_grads() const { return optimizer_grads_; }
+  // Where this rank's owned elements of the entries for which `keep` holds sit in the optimizer's
+  // coordinates (neighbours merged): weight-decay runs, and the gradient pieces of the norm.
+  std::vector<ShardSpan> owned_spans(const std::function<bool(const FlatEntry&)>& keep) const;
+  // The owned gradient piece of bucket `bucket`: same shape on every rank holding an equal bucket.
+  at::Tensor owned_bucket_gradient(size_t bucket) const;
+  // Whether the gradient pieces of different dp ranks are disjoint (stages >= 1): sums over them
+  // must then be completed over the dp group.
+  bool gradients_sharded() const { return stage_ >= 1; }
+
+  // After the optimizer step: stages 1-2 start the all-gathers that bring every rank the updated
+  // parameters (waited for unit by unit in the next forward); stage 3 has nothing to do.
+  void after_optimizer_step();
+  // Makes every parameter present and current (waits for gathers; stage 3 gathers all); then
+  // release_all() frees what stage 3 does not keep. For evaluation outside the gate and for tests.
+  void gather_all();
+  void release_all();
+
+  ModelStateBytes state_bytes() const;
+
+  // ParameterGate.
+  void acquire(int unit, int next) override;
+  at::Tensor release_after(int unit, const at::Tensor& output, int backward_next) override;
+
+ private:
+  struct BucketState;
+  class GradientHooks;
+  void before_accumulate(size_t bucket);
+  void on_gradient_ready(size_t bucket);
+  void launch_reduction(size_t bucket);
+  void complete_reduction(size_t bucket);
+  void poll();
+  void start_gather(size_t bucket);
+  void wait_gather(size_t bucket);
+  void release_values(size_t bucket);
+  const std::vector<size_t>& buckets_of(int unit) const;
+  at::Tensor owned_values(size_t bucket) const;
+
+  FlatParameters& params_;
+  comm::Communicator& group_;
+  int stage_;
+  std::vector<BucketState> buckets_;
+  std::unordered_map<int, std::vector<size_t>> unit_buckets_;
+  at::Tensor value_shard_;  // stage 3: this rank's pieces of every bucket, contiguous
+  at::Tensor grad_shard_;   // stages >= 1: the reduced gradients of the owned pieces
+  std::vector<at::Tensor> optimizer_values_;
+  at::Tensor optimizer_grads_;
+  std::vector<std::shared_ptr<void>> accumulators_;  // keeps each gradient accumulator (and its hooks) alive
+  int arrivals_per_round_ = 1;
+  bool step_started_ = false;
+};
+
+}  // namespace atl::parallel
