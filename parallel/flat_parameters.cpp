@@ -26,7 +26,8 @@ std::vector<at::Tensor> bucket_storage(const std::vector<FlatBucket>& buckets, i
 
 }  // namespace
 
-FlatParameters::FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout) {
+FlatParameters::FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout,
+                               at::ScalarType grad_dtype) {
   const int64_t bucket_multiple = layout.align * layout.shards;
   auto close_bucket = [&] {
     FlatBucket& b = buckets_.back();
@@ -60,10 +61,11 @@ FlatParameters::FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtyp
   if (!buckets_.empty()) close_bucket();
 
   const auto options = at::TensorOptions().dtype(dtype);
+  const auto grad_options = grad_dtype == at::ScalarType::Undefined ? options : options.dtype(grad_dtype);
   const std::vector<at::Tensor> values =
       bucket_storage(buckets_, numel_, layout.separate_values, options, values_);
   const std::vector<at::Tensor> grads =
-      bucket_storage(buckets_, numel_, layout.separate_grads, options, grads_);
+      bucket_storage(buckets_, numel_, layout.separate_grads, grad_options, grads_);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].values = values[b];
     buckets_[b].grads = grads[b];

@@ -65,7 +65,10 @@ struct FlatLayout {
 
 class FlatParameters {
  public:
-  FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout = {});
+  // `grad_dtype`: the gradient buffers' dtype when it differs from the values' (mixed precision:
+  // bf16 values, fp32 gradients that autograd accumulates into with type promotion).
+  FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout = {},
+                 at::ScalarType grad_dtype = at::ScalarType::Undefined);
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   const FlatEntry& entry(const std::string& name) const;

@@ -28,7 +28,8 @@ struct ShardedDataParallel::BucketState {
   bool dirty = false;      // holds gradients not yet reduced
   int rounds_reduced = 0;  // reductions launched this step; later ones add into the shard
   comm::WorkPtr reduction, gather;
-  at::Tensor reduction_out;  // where the reduction writes; added into the shard when it is a temporary
+  at::Tensor reduction_out;     // where the collective writes
+  at::Tensor reduction_target;  // where the result belongs: copied or added there when not the same
   bool reduction_adds = false;
 };
 
@@ -90,8 +91,9 @@ class RegatherForBackward : public torch::autograd::Function<RegatherForBackward
 
 }  // namespace
 
-ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage)
-    : params_(params), group_(dp_group), stage_(zero_stage) {
+ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
+                                         at::ScalarType reduce_dtype)
+    : params_(params), group_(dp_group), stage_(zero_stage), reduce_dtype_(reduce_dtype) {
   if (stage_ < 0 || stage_ > 3) throw std::invalid_argument("ZeRO stage must be 0, 1, 2 or 3");
   const std::vector<FlatBucket>& buckets = params.buckets();
   buckets_.resize(buckets.size());
@@ -113,25 +115,28 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
     std::vector<size_t>& of_unit = unit_buckets_[e.info.unit];
     if (of_unit.empty() || of_unit.back() != e.bucket) of_unit.push_back(e.bucket);
   }
-  const auto options = at::TensorOptions().dtype(
-      params.entries().empty() ? at::kFloat : params.entries().front().value.scalar_type());
+  const at::ScalarType value_dtype = buckets.empty() ? at::kFloat : buckets.front().values.scalar_type();
+  const at::ScalarType grad_dtype = buckets.empty() ? at::kFloat : buckets.front().grads.scalar_type();
+  if (reduce_dtype_ == at::ScalarType::Undefined) reduce_dtype_ = grad_dtype;
   if (stage_ == 0) {
-    optimizer_values_ = {params.values()};
     optimizer_grads_ = params.grads();
   } else {
-    grad_shard_ = at::zeros({shard_numel}, options);
+    grad_shard_ = at::zeros({shard_numel}, at::TensorOptions().dtype(grad_dtype));
     optimizer_grads_ = grad_shard_;
   }
-  if (stage_ == 1 || stage_ == 2)
-    for (size_t b = 0; b < buckets.size(); ++b) optimizer_values_.push_back(owned_values(b));
   if (stage_ == 3) {
     // From here on this rank keeps only its pieces; units are gathered when used.
-    value_shard_ = at::empty({shard_numel}, options);
+    value_shard_ = at::empty({shard_numel}, at::TensorOptions().dtype(value_dtype));
     for (size_t b = 0; b < buckets.size(); ++b) {
       value_shard_.narrow(0, buckets_[b].shard_offset, buckets_[b].owned.numel).copy_(owned_values(b));
       release_storage(buckets[b].values);
     }
-    optimizer_values_ = {value_shard_};
+  }
+  if (value_dtype == at::kFloat) {
+    optimizer_values_ = compute_pieces();
+  } else {
+    master_ = at::cat(compute_pieces()).to(at::kFloat);
+    optimizer_values_ = {master_};
   }
   if (stage_ >= 2)
     for (const FlatBucket& fb : buckets) release_storage(fb.grads);
@@ -151,6 +156,15 @@ ShardedDataParallel::~ShardedDataParallel() {
     if (s.reduction) s.reduction->wait();
     if (s.gather) s.gather->wait();
   }
+}
+
+// The compute-dtype parameters the optimizer's result lands in, in the optimizer's order.
+std::vector<at::Tensor> ShardedDataParallel::compute_pieces() const {
+  if (stage_ == 0) return {params_.values()};
+  if (stage_ == 3) return {value_shard_};
+  std::vector<at::Tensor> pieces;
+  for (size_t b = 0; b < buckets_.size(); ++b) pieces.push_back(owned_values(b));
+  return pieces;
 }
 
 at::Tensor ShardedDataParallel::owned_values(size_t bucket) const {
@@ -199,13 +213,20 @@ void ShardedDataParallel::launch_reduction(size_t bucket) {
   const FlatBucket& fb = params_.buckets()[bucket];
   s.pending = s.params * arrivals_per_round_;
   s.dirty = false;
+  // Reduced in reduce_dtype_: a converted copy when the gradients are kept in another dtype.
+  const bool cast = fb.grads.scalar_type() != reduce_dtype_;
+  const at::Tensor input = cast ? fb.grads.to(reduce_dtype_) : fb.grads;
   if (stage_ == 0) {
-    s.reduction = group_.all_reduce(fb.grads, comm::ReduceOp::kAvg);
+    s.reduction_target = fb.grads;
+    s.reduction_out = input;
+    s.reduction_adds = false;
+    s.reduction = group_.all_reduce(input, comm::ReduceOp::kAvg);
   } else {
-    const at::Tensor target = grad_shard_.narrow(0, s.shard_offset, s.owned.numel);
+    s.reduction_target = grad_shard_.narrow(0, s.shard_offset, s.owned.numel);
     s.reduction_adds = s.rounds_reduced > 0;
-    s.reduction_out = s.reduction_adds ? at::empty_like(target) : target;
-    s.reduction = group_.reduce_scatter(fb.grads, s.reduction_out, comm::ReduceOp::kAvg);
+    s.reduction_out =
+        s.reduction_adds || cast ? at::empty({s.owned.numel}, input.options()) : s.reduction_target;
+    s.reduction = group_.reduce_scatter(input, s.reduction_out, comm::ReduceOp::kAvg);
   }
   ++s.rounds_reduced;
   // The bucket's gradients of this round have all landed, so backward is done with its values.
@@ -217,8 +238,11 @@ void ShardedDataParallel::complete_reduction(size_t bucket) {
   if (!s.reduction) return;
   s.reduction->wait();
   s.reduction.reset();
-  if (s.reduction_adds) grad_shard_.narrow(0, s.shard_offset, s.owned.numel).add_(s.reduction_out);
-  s.reduction_out = at::Tensor();
+  if (s.reduction_adds)
+    s.reduction_target.add_(s.reduction_out);
+  else if (!s.reduction_out.is_same(s.reduction_target))
+    s.reduction_target.copy_(s.reduction_out);
+  s.reduction_out = s.reduction_target = at::Tensor();
   if (stage_ >= 2) release_storage(params_.buckets()[bucket].grads);
 }
 
@@ -295,6 +319,14 @@ void ShardedDataParallel::release_values(size_t bucket) {
 }
 
 void ShardedDataParallel::after_optimizer_step() {
+  if (master_.defined()) {
+    at::NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (const at::Tensor& piece : compute_pieces()) {
+      piece.copy_(master_.narrow(0, offset, piece.numel()));
+      offset += piece.numel();
+    }
+  }
   if (stage_ == 1 || stage_ == 2)
     for (size_t b = 0; b < buckets_.size(); ++b) start_gather(b);
 }
@@ -322,6 +354,7 @@ ModelStateBytes ShardedDataParallel::state_bytes() const {
   }
   if (value_shard_.defined()) bytes.parameters += value_shard_.nbytes();
   if (grad_shard_.defined()) bytes.gradients += grad_shard_.nbytes();
+  if (master_.defined()) bytes.optimizer += master_.nbytes();
   return bytes;
 }
 

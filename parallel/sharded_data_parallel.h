@@ -59,7 +59,10 @@ class ShardedDataParallel final : public ParameterGate {
  public:
   // `params` must be laid out by zero_layout(zero_stage, dp_group.size(), ...) and hold the same
   // (initialised) values on every dp rank; stage 3 keeps only this rank's pieces from then on.
-  ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage);
+  // Parameters in a 16-bit dtype get fp32 master weights here (mixed precision). `reduce_dtype`:
+  // the dtype gradients are reduced in (Undefined: the gradient buffers' own).
+  ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
+                      at::ScalarType reduce_dtype = at::ScalarType::Undefined);
   ~ShardedDataParallel() override;
   ShardedDataParallel(const ShardedDataParallel&) = delete;
   ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
@@ -72,9 +75,10 @@ class ShardedDataParallel final : public ParameterGate {
   // this rank owns.
   void finish();
 
-  // What the optimizer updates: segments of parameter values (stage 0: the whole buffer; 1-2: the
-  // owned piece of each bucket; 3: the parameter shard), and their gradients, one contiguous tensor
-  // of the segments' total length in the same order.
+  // What the optimizer updates: fp32 segments of parameter values -- the fp32 master weights
+  // under mixed precision, else the parameters themselves (stage 0: the whole buffer; 1-2: the owned
+  // piece of each bucket; 3: the parameter shard) -- and their gradients, one contiguous tensor of
+  // the segments' total length in the same order.
   const std::vector<at::Tensor>& optimizer_values() const { return optimizer_values_; }
   const at::Tensor& optimizer_grads() const { return optimizer_grads_; }
   // Where this rank's owned elements of the entries for which `keep` holds sit in the optimizer's
@@ -86,14 +90,16 @@ class ShardedDataParallel final : public ParameterGate {
   // must then be completed over the dp group.
   bool gradients_sharded() const { return stage_ >= 1; }
 
-  // After the optimizer step: stages 1-2 start the all-gathers that bring every rank the updated
-  // parameters (waited for unit by unit in the next forward); stage 3 has nothing to do.
+  // After the optimizer step: copies fp32 master weights into the compute parameters (mixed
+  // precision); stages 1-2 start the all-gathers that bring every rank the updated parameters
+  // (waited for unit by unit in the next forward).
   void after_optimizer_step();
   // Makes every parameter present and current (waits for gathers; stage 3 gathers all); then
   // release_all() frees what stage 3 does not keep. For evaluation outside the gate and for tests.
   void gather_all();
   void release_all();
 
+  // Parameters, gradients and master weights (as `optimizer`); the optimizer adds its moments.
   ModelStateBytes state_bytes() const;
 
   // ParameterGate.
@@ -113,14 +119,17 @@ class ShardedDataParallel final : public ParameterGate {
   void release_values(size_t bucket);
   const std::vector<size_t>& buckets_of(int unit) const;
   at::Tensor owned_values(size_t bucket) const;
+  std::vector<at::Tensor> compute_pieces() const;
 
   FlatParameters& params_;
   comm::Communicator& group_;
   int stage_;
+  at::ScalarType reduce_dtype_;
   std::vector<BucketState> buckets_;
   std::unordered_map<int, std::vector<size_t>> unit_buckets_;
   at::Tensor value_shard_;  // stage 3: this rank's pieces of every bucket, contiguous
   at::Tensor grad_shard_;   // stages >= 1: the reduced gradients of the owned pieces
+  at::Tensor master_;       // mixed precision: fp32 master weights of what this rank owns
   std::vector<at::Tensor> optimizer_values_;
   at::Tensor optimizer_grads_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps each gradient accumulator (and its hooks) alive

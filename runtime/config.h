@@ -40,8 +40,9 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   int virtual_stages = 1;
   double bucket_mb = 25.0;
-  bool sequence_parallel = false;  // Megatron-SP over the tp group
-  std::vector<int> stage_layers;   // layers per virtual stage; empty: an even split
+  std::string reduce_dtype = "fp32";  // fp32 | bf16: dtype the data-parallel gradient reduction runs in
+  bool sequence_parallel = false;     // Megatron-SP over the tp group
+  std::vector<int> stage_layers;      // layers per virtual stage; empty: an even split
 
   // Model chunks each pipeline rank runs: virtual_stages under interleaved 1F1B with pp >= 2, else 1.
   int chunks_per_stage() const { return schedule == "interleaved" && pp > 1 ? virtual_stages : 1; }
@@ -53,6 +54,9 @@ struct TrainConfig {
   int log_every = 10;
   int eval_every = 50;  // 0: never
   int eval_sequences = 32;
+  // fp32 | bf16: bf16 parameters and activations for compute, with fp32 gradients, master weights
+  // and optimizer state (mixed precision).
+  std::string precision = "fp32";
 };
 
 struct OptimConfig {

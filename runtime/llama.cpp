@@ -162,9 +162,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
   at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
   angles = at::cat({angles, angles}, -1);
-  rope_cos_ = angles.cos().to(f32);
-  rope_sin_ = angles.sin().to(f32);
-  causal_mask_ = at::full({config.seq, config.seq}, -std::numeric_limits<float>::infinity(), f32).triu(1);
+  // Tables in the compute dtype (the parameters'), as Hugging Face casts cos/sin to the activations'.
+  const at::ScalarType dtype = params.entries().front().value.scalar_type();
+  rope_cos_ = angles.cos().to(dtype);
+  rope_sin_ = angles.sin().to(dtype);
+  causal_mask_ =
+      at::full({config.seq, config.seq}, -std::numeric_limits<float>::infinity(), f32).triu(1).to(dtype);
 }
 
 at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {
@@ -180,7 +183,10 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
   // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
   // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
   const at::Tensor weight = sequence_parallel_ ? parallel::copy_to_tp_region(weight_in, tp_) : weight_in;
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps) * weight;
+  // Statistics in fp32 whatever the compute dtype (Hugging Face's LlamaRMSNorm); a no-op in fp32.
+  const at::Tensor x32 = x.to(at::kFloat);
+  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps)).to(x.scalar_type()) *
+         weight;
 }
 
 at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
@@ -247,7 +253,8 @@ std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {
   return {batch, sequence_parallel_ ? config_.seq / tp_.size() : config_.seq, config_.dim};
 }
 
-at::Tensor LlamaModel::loss_of(const at::Tensor& out, const at::Tensor& targets) const {
+at::Tensor LlamaModel::loss_of(const at::Tensor& logits, const at::Tensor& targets) const {
+  const at::Tensor out = logits.to(at::kFloat);  // the softmax in fp32 whatever the compute dtype
   const int64_t rows = out.size(-1);
   if (tp_.size() > 1)
     return parallel::vocab_parallel_cross_entropy(out.reshape({-1, rows}), targets.reshape({-1}),

@@ -7,10 +7,11 @@
 
 namespace atl::runtime {
 
-double measure_matmul_peak_flops(int n, double seconds) {
+double measure_matmul_peak_flops(at::ScalarType dtype, int n, double seconds) {
   at::NoGradGuard no_grad;
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::Tensor c = at::empty({n, n});
+  const auto options = at::TensorOptions().dtype(dtype);
+  const at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  at::Tensor c = at::empty({n, n}, options);
   at::mm_out(c, a, b);  // warm-up: page in, let BLAS size its buffers
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::duration<double>(seconds);

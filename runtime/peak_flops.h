@@ -3,9 +3,12 @@
 // caller runs with, so MFU compares like with like.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 namespace atl::runtime {
 
-// FLOP/s of fp32 matrix products of size n x n, best of repeated runs over about `seconds`.
-double measure_matmul_peak_flops(int n = 1024, double seconds = 0.5);
+// FLOP/s of matrix products of size n x n in `dtype` (the training's compute dtype), best of
+// repeated runs over about `seconds`.
+double measure_matmul_peak_flops(at::ScalarType dtype = at::kFloat, int n = 1024, double seconds = 0.5);
 
 }  // namespace atl::runtime

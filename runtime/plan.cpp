@@ -21,13 +21,18 @@ double ring_half(double bytes, int n) {  // reduce-scatter or all-gather
   return n > 1 ? static_cast<double>(n - 1) / n * bytes : 0.0;
 }
 
-// Bytes of fp32 activations one decoder layer keeps for one microbatch.
+// Bytes of one value in the compute dtype.
+double compute_bytes(const Config& c) {
+  return c.train.precision == "bf16" ? 2.0 : 4.0;
+}
+
+// Bytes of activations one decoder layer keeps for one microbatch.
 double layer_activation_bytes(const Config& c, int64_t microbatch) {
   const double s = c.model.seq, b = static_cast<double>(microbatch), h = c.model.dim, a = c.model.heads;
   const double t = c.parallel.tp;
   const double values = c.parallel.sequence_parallel ? s * b * h * (34.0 + 5.0 * a * s / h) / t
                                                      : s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
-  return 2.0 * values;  // the formula counts 2-byte values; fp32 doubles it
+  return compute_bytes(c) / 2.0 * values;  // the formula counts 2-byte values
 }
 
 }  // namespace
@@ -60,7 +65,7 @@ Plan make_plan(const Config& c) {
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
   const pipe::ScheduleKind kind = pipe::schedule_kind(p.schedule, p.pp);
   const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.dp) * p.microbatches);
-  const double hidden_bytes = 4.0 * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
+  const double hidden_bytes = compute_bytes(c) * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
   const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;
   const int64_t vocab_rows = padded_vocab(c.model.vocab, p.tp) / p.tp;
 
@@ -91,9 +96,11 @@ Plan make_plan(const Config& c) {
     // fills and the reduce-scattered piece it owns; ZeRO-2/3 free a bucket's gradients once
     // reduce-scattered (between steps only the piece remains); ZeRO-3 keeps only its piece of the
     // parameters.
-    s.parameter_bytes = 4.0 * params / (p.zero >= 3 ? n : 1.0);
+    // Gradients are fp32 in either precision; bf16 adds 4-byte fp32 master weights to the optimizer.
+    const double master = c.train.precision == "bf16" ? 4.0 : 0.0;
+    s.parameter_bytes = compute_bytes(c) * params / (p.zero >= 3 ? n : 1.0);
     s.gradient_bytes = p.zero == 0 ? 4.0 * params : 4.0 * params / n + (p.zero == 1 ? 4.0 * params : 0.0);
-    s.optimizer_bytes = 8.0 * params / (p.zero >= 1 ? n : 1.0);
+    s.optimizer_bytes = (8.0 + master) * params / (p.zero >= 1 ? n : 1.0);
 
     // Chunk-microbatches alive at the peak: GPipe all, 1F1B and interleaved their warmup plus one.
     const int alive = std::min(pipe::warmup_forwards(kind, shape) + 1, p.microbatches * v);
@@ -101,9 +108,15 @@ Plan make_plan(const Config& c) {
     if (shape.is_last(v - 1))  // fp32 logits and their softmax for the microbatch being backpropagated
       s.activation_bytes += 2.0 * 4.0 * static_cast<double>(microbatch) * c.model.seq * vocab_rows;
 
-    const double grads = 4.0 * params;
-    s.dp_bytes = p.zero == 0 ? ring_all_reduce(grads, p.dp)
-                             : ring_half(grads, p.dp) + ring_half(grads, p.dp) * (p.zero >= 3 ? 2.0 : 1.0);
+    // Stage 0 all-reduces once; 1 reduce-scatters once, 2-3 once per microbatch; 1-2 all-gather
+    // the updated parameters once, 3 gathers each unit before its forward and its backward.
+    const double reduced = (p.reduce_dtype == "bf16" ? 2.0 : 4.0) * params,
+                 gathered = compute_bytes(c) * params;
+    const int reduce_scatters = p.zero >= 2 ? p.microbatches : 1;
+    const int gathers = p.zero >= 3 ? 2 * p.microbatches : 1;
+    s.dp_bytes = p.zero == 0
+                     ? ring_all_reduce(reduced, p.dp)
+                     : reduce_scatters * ring_half(reduced, p.dp) + gathers * ring_half(gathered, p.dp);
     s.tp_bytes = p.microbatches * tp_collectives * ring_all_reduce(hidden_bytes, p.tp);
     s.pp_bytes = p.microbatches * pp_messages * activation_message;
     if (c.model.tie_embeddings && p.pp > 1 && (stage == 0 || stage == p.pp - 1))
@@ -122,7 +135,8 @@ std::string format_plan(const Config& c, const Plan& plan) {
                 plan.world_size, p.islands, p.pp, p.dp, p.tp, p.zero, p.microbatches,
                 p.pp > 1 ? p.schedule.c_str() : "no pipeline");
   out += line;
-  out += "per rank of each stage (fp32 training; activations estimated, no recomputation):\n";
+  out += "per rank of each stage (" + c.train.precision +
+         " training, fp32 gradients; activations estimated, no recomputation):\n";
   std::snprintf(line, sizeof line, "%5s %12s %11s %11s %11s %11s %11s\n", "stage", "parameters", "params",
                 "grads", "optimizer", "state", "activations");
   out += line;

@@ -16,11 +16,12 @@ namespace atl::runtime {
 struct StagePlan {
   int stage = 0;
   int64_t parameters = 0;  // elements one rank of this stage holds (its tensor-parallel shard)
-  // Model state per rank, fp32 training as built: 4 B parameters, 4 B gradients, 8 B AdamW
-  // moments per parameter, divided by dp as the ZeRO stage shards them (ZeRO-1 also holds its
-  // reduced 4/dp B gradient piece beside the full gradient buffer).
+  // Model state per rank as built: parameters in the compute dtype (4 B, or 2 B in bf16), 4 B fp32
+  // gradients, 8 B AdamW moments (+ 4 B fp32 master weights in bf16) per parameter, divided by dp
+  // as the ZeRO stage shards them (ZeRO-1 also holds its reduced 4/dp B gradient piece beside the
+  // full gradient buffer).
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
-  // Activations kept for backward at the schedule's peak (Korthikanti et al. 2022, fp32, no
+  // Activations kept for backward at the schedule's peak (Korthikanti et al. 2022, compute dtype, no
   // recomputation: s*b*h*(34 + 5*a*s/h) 2-byte values per layer, split by tp as Megatron does).
   double activation_bytes = 0;
   // Bytes one rank sends per step (ring costs: all-reduce 2(n-1)/n, reduce-scatter and

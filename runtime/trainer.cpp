@@ -64,6 +64,11 @@ CommTotals comm_totals(const comm::DeviceMesh& mesh) {
   return totals;
 }
 
+// "fp32" | "bf16" (validated by the config) as a LibTorch dtype.
+at::ScalarType dtype_named(const std::string& name) {
+  return name == "bf16" ? at::kBFloat16 : at::kFloat;
+}
+
 void throw_if_invalid(const Config& config, int world_size) {
   const std::vector<std::string> problems = validate_layout(config, world_size);
   if (!problems.empty()) throw ConfigError(problems);
@@ -152,7 +157,7 @@ struct Trainer::State {
 
   parallel::ModelStateBytes model_state_bytes() const {
     parallel::ModelStateBytes bytes = data_parallel->state_bytes();
-    bytes.optimizer = optimizer->state_bytes();
+    bytes.optimizer += optimizer->state_bytes();  // the engine counted master weights
     return bytes;
   }
 
@@ -213,19 +218,24 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     infos.insert(infos.end(), chunk_infos.begin(), chunk_infos.end());
   }
   const int zero = config.parallel.zero;
+  // Mixed precision: bf16 parameters and activations; gradients stay fp32 (autograd accumulates
+  // the bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
+  const at::ScalarType compute_dtype = dtype_named(config.train.precision);
   s.params = std::make_unique<parallel::FlatParameters>(
-      backward_order(infos), at::kFloat,
+      backward_order(infos), compute_dtype,
       parallel::zero_layout(zero, config.parallel.dp,
                             static_cast<int64_t>(config.parallel.bucket_mb * 1024 * 1024),
-                            /*element_bytes=*/4));
+                            /*element_bytes=*/4),
+      at::kFloat);
   initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
-  s.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*s.params, s.mesh->dp(), zero);
+  s.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
+      *s.params, s.mesh->dp(), zero, dtype_named(config.parallel.reduce_dtype));
   parallel::ParameterGate* gate = zero >= 1 ? s.data_parallel.get() : nullptr;
   for (const ModelPart& part : parts)
     s.chunks.push_back(std::make_unique<LlamaModel>(config.model, *s.params, s.mesh->tp(),
                                                     config.parallel.sequence_parallel, part, gate));
   s.step_schedule = pipe::build_schedule(pipe::schedule_kind(config.parallel.schedule, pp), s.pipeline);
-  s.executor = std::make_unique<pipe::PipelineExecutor>(s.mesh->pp(), at::kFloat);
+  s.executor = std::make_unique<pipe::PipelineExecutor>(s.mesh->pp(), compute_dtype);
   s.optimizer =
       std::make_unique<optim::FlatAdamW>(s.data_parallel->optimizer_values(),
                                          s.data_parallel->optimizer_grads(), decay_segments(*s.data_parallel),
@@ -235,7 +245,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                  config.train.steps, config.optim.schedule};
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
-  at::Tensor peak = at::full({1}, measure_matmul_peak_flops(), at::TensorOptions().dtype(at::kDouble));
+  at::Tensor peak =
+      at::full({1}, measure_matmul_peak_flops(compute_dtype), at::TensorOptions().dtype(at::kDouble));
   s.mesh->dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
   s.peak_flops = peak.item<double>();
 
@@ -244,11 +255,12 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     std::ofstream(config.run.dir + "/config.yaml") << config_to_yaml(config);
     s.metrics = std::make_unique<MetricsLog>(config.run.dir + "/metrics.jsonl");
     char line[200];
-    std::snprintf(line, sizeof line,
-                  "model: %lld parameters per rank (%s fp32) | peak %.1f GFLOP/s per rank x %d ranks",
-                  static_cast<long long>(s.params->numel()),
-                  format_bytes(static_cast<double>(s.params->numel()) * 4).c_str(), s.peak_flops / 1e9,
-                  world.size());
+    std::snprintf(
+        line, sizeof line,
+        "model: %lld parameters per rank (%s %s, ZeRO stage %d) | peak %.1f GFLOP/s per rank x %d ranks",
+        static_cast<long long>(s.params->numel()),
+        format_bytes(static_cast<double>(s.params->numel() * at::elementSize(compute_dtype))).c_str(),
+        config.train.precision.c_str(), zero, s.peak_flops / 1e9, world.size());
     s.log(line);
   } else {
     s.metrics = std::make_unique<MetricsLog>("");

@@ -14,7 +14,9 @@
 
 #include "comm/mpi_communicator.h"
 #include "parallel/flat_parameters.h"
+#include "parallel/sharded_data_parallel.h"
 #include "runtime/llama.h"
+#include "runtime/plan.h"
 #include "runtime/trainer.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
@@ -113,6 +115,74 @@ inline void expect_parity(const Config& config) {
     dp_group->broadcast(first_replica, 0)->wait();
     EXPECT_TRUE(first_replica.equal(piece)) << name;
   }
+}
+
+// Relative L2 distance of two tensors (0 when both are zero).
+inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
+  const double scale = b64.norm().item<double>();
+  return (a64 - b64).norm().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+// How closely two runs must agree: losses and validation loss, pre-clip gradient norms and final
+// parameters relative; `bitwise`: parameters identical to the last bit.
+struct Agreement {
+  double loss = 1e-6;
+  double grad_norm = 1e-5;
+  double params = 1e-6;
+  bool bitwise = false;
+};
+
+inline void expect_runs_agree(const RunResult& ours, const RunResult& reference, const Agreement& a) {
+  ASSERT_EQ(ours.losses.size(), reference.losses.size());
+  for (size_t s = 0; s < ours.losses.size(); ++s) {
+    EXPECT_NEAR(ours.losses[s], reference.losses[s], a.loss * std::abs(reference.losses[s]))
+        << "step " << s + 1;
+    EXPECT_NEAR(ours.grad_norms[s], reference.grad_norms[s], a.grad_norm * reference.grad_norms[s])
+        << "step " << s + 1;
+  }
+  EXPECT_LT(ours.losses.back(), ours.losses.front() - 0.5) << "the loss should fall";
+  ASSERT_EQ(ours.final_params.size(), reference.final_params.size());
+  for (const auto& [name, expected] : reference.final_params) {
+    const at::Tensor& piece = ours.final_params.at(name);
+    ASSERT_EQ(piece.sizes(), expected.sizes()) << name;
+    if (a.bitwise)
+      EXPECT_TRUE(piece.equal(expected))
+          << name << " max diff " << (piece - expected).abs().max().item<double>();
+    else
+      EXPECT_LT(relative_error(piece, expected), a.params) << name;
+  }
+  EXPECT_NEAR(ours.val_loss, reference.val_loss, a.loss * reference.val_loss);
+}
+
+// Trains `config` with ZeRO stage 0 and with `stage` on all launched ranks and compares the runs.
+// Gradient norms are held to 1e-5 by default: a reduce-scatter per microbatch (ZeRO-2/3) sums in
+// another order. Bitwise agreement is possible where the reduction order allows it: a
+// reduce-scatter and an all-reduce over two ranks add the same two numbers.
+inline void expect_zero_parity(Config config, int stage, const Agreement& agreement = {}) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  config.train.eval_every = 1;  // only enables evaluation after training in the harness
+  Config plain = config;
+  plain.parallel.zero = 0;
+  plain.run.dir += "-zero0";
+  config.parallel.zero = stage;
+  const RunResult reference = train(plain, *world);
+  const RunResult sharded = train(config, *world);
+  expect_runs_agree(sharded, reference, agreement);
+}
+
+// The bytes of model state each rank allocates (parameters, gradients, optimizer), measured from
+// its live buffers after two training steps, within 5% of atoll plan's prediction for the layout.
+inline void expect_model_state_as_planned(Config config) {
+  config.train.steps = 2;
+  Trainer trainer(config, *atl::test::MpiTestEnv::runtime().world(), nullptr);
+  for (int s = 0; s < config.train.steps; ++s) trainer.train_step();
+  const atl::parallel::ModelStateBytes measured = trainer.model_state_bytes();
+  const atl::runtime::StagePlan planned = atl::runtime::make_plan(config).stages.at(0);
+  const auto within_5_percent = [](double ours, double plan) { return std::abs(ours - plan) <= 0.05 * plan; };
+  EXPECT_PRED2(within_5_percent, static_cast<double>(measured.parameters), planned.parameter_bytes);
+  EXPECT_PRED2(within_5_percent, static_cast<double>(measured.gradients), planned.gradient_bytes);
+  EXPECT_PRED2(within_5_percent, static_cast<double>(measured.optimizer), planned.optimizer_bytes);
 }
 
 // The tiny config on its own data, laid out as pp x dp x tp over all launched ranks.
