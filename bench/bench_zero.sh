@@ -11,15 +11,9 @@
 # (the ratios between stages still compare like with like).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=${1:-15}
-atoll=${ATOLL_BIN:-build/bin/atoll}
 warmup=3
-[[ -x $atoll ]] || { echo "bench_zero: $atoll not found; run scripts/build.sh first (or set ATOLL_BIN)" >&2; exit 1; }
-if ! [[ $steps =~ ^[0-9]+$ ]] || ((steps <= warmup)); then
-  echo "bench_zero: STEPS must be a number above $warmup (the warm-up steps), got '$steps'" >&2
-  exit 1
-fi
-[[ -s data/brown/train.bin ]] || bash examples/brown/prepare.sh data/brown "$atoll" >/dev/null
+source bench/common.sh
+bench_start bench_zero 15 $warmup "$@"
 
 runs=()
 for precision in fp32 bf16; do

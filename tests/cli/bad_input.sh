@@ -87,6 +87,7 @@ expect_error unsupported "parallel.islands = 2 is not supported by this build" 4
 expect_error layer_split "model.layers = 1 does not split evenly over pp\*virtual_stages = 2 virtual stages" 4 train "$work/tiny.yaml" --set parallel.pp=2
 expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set "parallel.stage_layers=[1, 2]"
 expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved
+expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 
 # atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.

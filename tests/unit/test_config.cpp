@@ -177,6 +177,9 @@ TEST(ConfigErrors, OutOfRangeValuesGiveTheRangeAndAFix) {
       {"parallel: {schedule: zigzag}",
        {"parallel.schedule = 'zigzag' is not one of gpipe, 1f1b, interleaved; set parallel.schedule to one "
         "of"}},
+      {"parallel: {reduce_dtype: fp16}",
+       {"parallel.reduce_dtype = 'fp16' is not one of fp32, bf16; set parallel.reduce_dtype to one of"}},
+      {"train: {precision: fp8}", {"train.precision = 'fp8' is not one of fp32, bf16; set train.precision"}},
       {"train: {steps: 0}", {"train.steps = 0 must be >= 1"}},
       {"train: {log_every: 0}", {"train.log_every = 0 must be >= 1"}},
       {"train: {eval_every: -1}", {"train.eval_every = -1 must be >= 0"}},
@@ -301,8 +304,8 @@ run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3 }
 model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq: 32, tie_embeddings: true,
             rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01 }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,
-            virtual_stages: 2, bucket_mb: 12.5, sequence_parallel: true, stage_layers: [1, 2, 1] }
-train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5 }
+            virtual_stages: 2, bucket_mb: 12.5, reduce_dtype: bf16, sequence_parallel: true, stage_layers: [1, 2, 1] }
+train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16 }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
 data:     { train: "~", val: "true" }

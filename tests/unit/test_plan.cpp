@@ -59,7 +59,13 @@ TEST(Plan, ZeroStagesShardModelStateOverDataParallelRanks) {
   c.parallel.zero = 3;
   const StagePlan z3 = make_plan(c).stages[0];
   EXPECT_DOUBLE_EQ(z3.model_state_bytes(), plain.model_state_bytes() / 4);
-  EXPECT_DOUBLE_EQ(z3.dp_bytes, 1.5 * plain.dp_bytes);  // one more parameter all-gather per step
+  // Stage 0: one all-reduce (2 ring halves). Stage 3 with m = 4 microbatches: a reduce-scatter per
+  // microbatch and a gather before each forward and each backward: 4 + 8 halves, 6x.
+  EXPECT_DOUBLE_EQ(z3.dp_bytes, 6.0 * plain.dp_bytes);
+  c.parallel.microbatches = 1;
+  Config one_microbatch = c;
+  one_microbatch.parallel.zero = 0;
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].dp_bytes, 1.5 * make_plan(one_microbatch).stages[0].dp_bytes);
   EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(0, 64), 16.0);
   EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(1, 64), 4.0 + 12.0 / 64);
   EXPECT_DOUBLE_EQ(mixed_precision_state_bytes_per_parameter(2, 64), 2.0 + 14.0 / 64);
