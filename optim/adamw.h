@@ -35,6 +35,8 @@ class FlatAdamW {
   void step(double lr);
 
   int64_t steps_taken() const { return step_; }
+  // Resuming: the steps already taken (bias correction), after the moments have been loaded.
+  void restore_steps_taken(int64_t steps) { step_ = steps; }
   const at::Tensor& exp_avg() const { return exp_avg_; }
   const at::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
   uint64_t state_bytes() const { return exp_avg_.nbytes() + exp_avg_sq_.nbytes(); }

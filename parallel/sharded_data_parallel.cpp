@@ -268,24 +268,41 @@ void ShardedDataParallel::finish() {
   step_started_ = false;
 }
 
-std::vector<ShardSpan> ShardedDataParallel::owned_spans(
-    const std::function<bool(const FlatEntry&)>& keep) const {
-  std::vector<ShardSpan> spans;
+std::vector<ShardedDataParallel::OwnedRun> ShardedDataParallel::owned_runs() const {
+  std::vector<OwnedRun> runs;
   const std::vector<FlatBucket>& buckets = params_.buckets();
-  for (const FlatEntry& e : params_.entries()) {
-    if (!keep(e)) continue;
+  const std::vector<FlatEntry>& entries = params_.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const FlatEntry& e = entries[i];
     const BucketState& s = buckets_[e.bucket];
     const int64_t owned_begin = buckets[e.bucket].offset + s.owned.offset;
     const int64_t begin = std::max(e.offset, owned_begin);
     const int64_t end = std::min(e.offset + e.numel, owned_begin + s.owned.numel);
-    if (begin >= end) continue;
-    const int64_t offset = s.shard_offset + (begin - owned_begin);
-    if (!spans.empty() && spans.back().offset + spans.back().numel == offset)
-      spans.back().numel += end - begin;  // neighbours merge: fewer, larger kernels
+    if (begin < end)
+      runs.push_back({i, begin - e.offset, end - begin, s.shard_offset + (begin - owned_begin)});
+  }
+  return runs;
+}
+
+std::vector<ShardSpan> ShardedDataParallel::owned_spans(
+    const std::function<bool(const FlatEntry&)>& keep) const {
+  std::vector<ShardSpan> spans;
+  for (const OwnedRun& run : owned_runs()) {
+    if (!keep(params_.entries()[run.entry])) continue;
+    if (!spans.empty() && spans.back().offset + spans.back().numel == run.offset)
+      spans.back().numel += run.numel;  // neighbours merge: fewer, larger kernels
     else
-      spans.push_back({offset, end - begin});
+      spans.push_back({run.offset, run.numel});
   }
   return spans;
+}
+
+at::Tensor ShardedDataParallel::optimizer_values_at(int64_t offset, int64_t numel) const {
+  for (const at::Tensor& segment : optimizer_values_) {
+    if (offset < segment.numel()) return segment.narrow(0, offset, numel);
+    offset -= segment.numel();
+  }
+  throw std::out_of_range("optimizer_values_at: offset past the optimizer's values");
 }
 
 at::Tensor ShardedDataParallel::owned_bucket_gradient(size_t bucket) const {

@@ -84,6 +84,17 @@ class ShardedDataParallel final : public ParameterGate {
   // Where this rank's owned elements of the entries for which `keep` holds sit in the optimizer's
   // coordinates (neighbours merged): weight-decay runs, and the gradient pieces of the norm.
   std::vector<ShardSpan> owned_spans(const std::function<bool(const FlatEntry&)>& keep) const;
+  // This rank's owned elements of each parameter (at most one run per entry): what a checkpoint
+  // saves and loads.
+  struct OwnedRun {
+    size_t entry;
+    int64_t entry_offset;  // first owned element within the parameter
+    int64_t numel;
+    int64_t offset;  // in the optimizer's coordinates
+  };
+  std::vector<OwnedRun> owned_runs() const;
+  // The optimizer's values (fp32) at [offset, offset + numel) of its coordinates, within one segment.
+  at::Tensor optimizer_values_at(int64_t offset, int64_t numel) const;
   // The owned gradient piece of bucket `bucket`: same shape on every rank holding an equal bucket.
   at::Tensor owned_bucket_gradient(size_t bucket) const;
   // Whether the gradient pieces of different dp ranks are disjoint (stages >= 1): sums over them

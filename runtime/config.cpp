@@ -287,6 +287,7 @@ const std::vector<Field>& fields() {
     const SectionFields<TrainConfig> train{"train", &Config::train};
     const SectionFields<OptimConfig> optim{"optim", &Config::optim};
     const SectionFields<DataConfig> data{"data", &Config::data};
+    const SectionFields<CheckpointConfig> checkpoint{"checkpoint", &Config::checkpoint};
     return std::vector<Field>{
         run("dir", &RunConfig::dir),
         run("seed", &RunConfig::seed, at_least(0)),
@@ -330,6 +331,11 @@ const std::vector<Field>& fields() {
         optim("schedule", &OptimConfig::schedule, {}, {"cosine", "constant", "wsd"}),
         data("train", &DataConfig::train),
         data("val", &DataConfig::val),
+        checkpoint("dir", &CheckpointConfig::dir),
+        checkpoint("every", &CheckpointConfig::every, at_least(0)),
+        checkpoint("keep", &CheckpointConfig::keep, at_least(1)),
+        checkpoint("mode", &CheckpointConfig::mode, {}, {"sync", "async", "async_lazy"}),
+        checkpoint("resume", &CheckpointConfig::resume),
     };
   }();
   return table;

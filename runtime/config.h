@@ -76,6 +76,16 @@ struct DataConfig {
   std::string val = "data/brown/val.bin";
 };
 
+// Checkpointing (DESIGN §7): where, how often, how many to keep, and what to resume from.
+struct CheckpointConfig {
+  std::string dir = "auto";   // auto: <run.dir>/checkpoints
+  int every = 0;              // save after every `every` steps and after the last one; 0: never
+  int keep = 3;               // committed checkpoints kept (the newest is never deleted)
+  std::string mode = "sync";  // sync (the trainer waits for the write); async, async_lazy: not built yet
+  std::string resume =
+      "auto";  // auto: the newest valid checkpoint in dir, if any | none | a checkpoint directory
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
@@ -83,6 +93,12 @@ struct Config {
   TrainConfig train;
   OptimConfig optim;
   DataConfig data;
+  CheckpointConfig checkpoint;
+
+  // checkpoint.dir, or <run.dir>/checkpoints for auto.
+  std::string checkpoint_dir() const {
+    return checkpoint.dir == "auto" ? run.dir + "/checkpoints" : checkpoint.dir;
+  }
 };
 
 // Thrown for any bad config. Each problem is one line naming the field, its value, why it is wrong and

@@ -111,6 +111,16 @@ std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, i
   return infos;
 }
 
+LlamaModel::Piece LlamaModel::piece_of(const ModelConfig& c, int tp_size, int tp_rank,
+                                       const std::string& name) {
+  const std::vector<ParamSpec> specs = param_specs(c);
+  const ParamSpec& spec = spec_named(specs, name);
+  Piece piece{spec.canonical_shape, std::vector<int64_t>(spec.canonical_shape.size(), 0),
+              local_shape(spec, c.vocab, tp_size)};
+  if (spec.split_dim >= 0) piece.offsets[spec.split_dim] = piece.sizes[spec.split_dim] * tp_rank;
+  return piece;
+}
+
 at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, const std::string& name,
                                 const at::Tensor& canonical) {
   const std::vector<ParamSpec> specs = param_specs(c);

@@ -55,6 +55,13 @@ class LlamaModel {
                                                       const ModelPart& part = {});
   // This rank's piece of parameter `name`, cut from its canonical full tensor (vocabulary rows
   // unpadded, or padded for any tp): pads the vocabulary for `tp_size`, then slices.
+  // Where this rank's piece of parameter `name` lies in the canonical (unpadded) tensor: the global
+  // shape, and the piece as a box of it (offsets, sizes; vocabulary rows of the padded piece may
+  // run past the global rows).
+  struct Piece {
+    std::vector<int64_t> global_shape, offsets, sizes;
+  };
+  static Piece piece_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name);
   static at::Tensor shard_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name,
                              const at::Tensor& canonical);
 

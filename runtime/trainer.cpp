@@ -23,6 +23,7 @@
 #include "parallel/pipeline/stage_layout.h"
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/batches.h"
+#include "runtime/checkpointing.h"
 #include "runtime/host_memory.h"
 #include "runtime/llama.h"
 #include "runtime/peak_flops.h"
@@ -74,11 +75,14 @@ void throw_if_invalid(const Config& config, int world_size) {
   if (!problems.empty()) throw ConfigError(problems);
 }
 
-// Islands (outer optimizers) arrive with their issue.
-void require_supported_layout(const ParallelConfig& p) {
-  if (p.islands != 1)
-    throw std::invalid_argument("parallel.islands = " + std::to_string(p.islands) +
+// Islands (outer optimizers) and asynchronous checkpoints arrive with their issues.
+void require_supported(const Config& c) {
+  if (c.parallel.islands != 1)
+    throw std::invalid_argument("parallel.islands = " + std::to_string(c.parallel.islands) +
                                 " is not supported by this build of Atoll yet; set parallel.islands to 1");
+  if (c.checkpoint.mode != "sync")
+    throw std::invalid_argument("checkpoint.mode = " + c.checkpoint.mode +
+                                " is not supported by this build of Atoll yet; set checkpoint.mode to sync");
 }
 
 }  // namespace
@@ -122,6 +126,7 @@ struct Trainer::State {
   std::unique_ptr<pipe::PipelineExecutor> executor;
   std::unique_ptr<parallel::ShardedDataParallel> data_parallel;
   std::unique_ptr<optim::FlatAdamW> optimizer;
+  std::unique_ptr<TrainerCheckpoints> checkpoints;
   optim::LrSchedule schedule;
   std::unique_ptr<SequenceSource> train_data, val_data;
   std::unique_ptr<MetricsLog> metrics;
@@ -177,7 +182,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   std::exception_ptr local_error;
   try {
     throw_if_invalid(config, world.size());
-    require_supported_layout(config.parallel);
+    require_supported(config);
     s.train_data = std::make_unique<SequenceSource>(config.data.train, config.model.seq, config.model.vocab,
                                                     static_cast<uint64_t>(config.run.seed));
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
@@ -244,6 +249,10 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup,
                                  config.train.steps, config.optim.schedule};
 
+  s.checkpoints = std::make_unique<TrainerCheckpoints>(s.config, world, *s.mesh, *s.params, *s.data_parallel,
+                                                       *s.optimizer);
+  s.step = s.checkpoints->resume([&s](const std::string& line) { s.log(line); });
+
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
   at::Tensor peak =
       at::full({1}, measure_matmul_peak_flops(compute_dtype), at::TensorOptions().dtype(at::kDouble));
@@ -277,6 +286,10 @@ const parallel::FlatParameters& Trainer::parameters() const {
 }
 const comm::DeviceMesh& Trainer::mesh() const {
   return *state_->mesh;
+}
+
+std::string Trainer::save_checkpoint() {
+  return state_->checkpoints->save(state_->step);
 }
 
 std::map<std::string, at::Tensor> Trainer::full_parameters() {
@@ -432,6 +445,16 @@ void Trainer::run() {
       s.log(progress_line(m, c.train.steps));
       interval_tokens_per_s = 0.0;
       interval_steps = 0;
+    }
+    if (c.checkpoint.every > 0 && (m.step % c.checkpoint.every == 0 || m.step == c.train.steps)) {
+      const auto t0 = Clock::now();
+      const std::string dir = save_checkpoint();
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      s.metrics->write(JsonRecord().add("step", m.step).add("checkpoint_s", seconds));
+      char line[512];
+      std::snprintf(line, sizeof line, "step %5lld/%d | checkpoint %s (%.2f s)",
+                    static_cast<long long>(m.step), c.train.steps, dir.c_str(), seconds);
+      s.log(line);
     }
     const bool eval_due =
         c.train.eval_every > 0 && (m.step % c.train.eval_every == 0 || m.step == c.train.steps);

@@ -52,8 +52,11 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over train.eval_sequences sequences from the start of the val shard.
   double evaluate();
-  // Runs train.steps steps with logging and periodic validation.
+  // Runs train.steps steps (from the resumed step) with logging, periodic validation and
+  // checkpoints every checkpoint.every steps and after the last one.
   void run();
+  // Saves and commits a checkpoint of the current state; returns its directory. Collective.
+  std::string save_checkpoint();
 
   int64_t step() const;
   // This rank's parameter buffers. Under ZeRO-3 their data is present only while a unit is in use:

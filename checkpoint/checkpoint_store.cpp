@@ -1,0 +1,325 @@
+#include "checkpoint/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "checkpoint/crc32c.h"
+#include "checkpoint/safetensors.h"
+#include "comm/mpi_check.h"
+
+namespace atl::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr const char* kManifest = "manifest.pb";
+
+const char* role_name(proto::Role role) {
+  switch (role) {
+    case proto::PARAM:
+      return "param";
+    case proto::EXP_AVG:
+      return "exp_avg";
+    case proto::EXP_AVG_SQ:
+      return "exp_avg_sq";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string describe(const proto::Tensor& t) {
+  return t.name() + " (" + role_name(t.role()) + ")";
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw CheckpointError("checkpoint: cannot fsync " + path + ": " + reason);
+  }
+  ::close(fd);
+}
+
+void write_file_synced(const std::string& path, const std::string& bytes) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw CheckpointError("checkpoint: cannot write " + path + ": " + std::strerror(errno));
+  }
+  fsync_path(path, false);
+}
+
+// Agrees on success over `comm`: returns normally on every rank only if every rank passed
+// `error` empty; otherwise throws on every rank -- its own message, or one naming the failed save.
+void agree(const comm::MpiCommunicator& comm, const std::string& error, const std::string& peer_message) {
+  int ok = error.empty() ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm.handle()));
+  if (!error.empty()) throw CheckpointError(error);
+  if (!ok) throw CheckpointError(peer_message);
+}
+
+// Rank 0 receives every rank's serialized partial manifest.
+std::vector<std::string> gather_to_root(const comm::MpiCommunicator& comm, const std::string& mine) {
+  int size = static_cast<int>(mine.size());
+  std::vector<int> sizes(comm.size());
+  MPI_CHECK(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm.handle()));
+  std::vector<int> displacements(comm.size(), 0);
+  for (int r = 1; r < comm.size(); ++r) displacements[r] = displacements[r - 1] + sizes[r - 1];
+  std::string all(comm.rank() == 0 ? displacements.back() + sizes.back() : 0, '\0');
+  MPI_CHECK(MPI_Gatherv(mine.data(), size, MPI_BYTE, all.data(), sizes.data(), displacements.data(), MPI_BYTE,
+                        0, comm.handle()));
+  std::vector<std::string> parts;
+  if (comm.rank() == 0)
+    for (int r = 0; r < comm.size(); ++r) parts.push_back(all.substr(displacements[r], sizes[r]));
+  return parts;
+}
+
+// Rank 0's outcome, sent to every rank.
+void broadcast_outcome(const comm::MpiCommunicator& comm, std::string& error) {
+  int length = static_cast<int>(error.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm.handle()));
+  error.resize(length);
+  MPI_CHECK(MPI_Bcast(error.data(), length, MPI_CHAR, 0, comm.handle()));
+}
+
+std::string chunk_key(const Piece& piece, const Box& box) {
+  std::string key = piece.name + ":" + role_name(piece.role);
+  for (int64_t o : box.offsets) key += ":" + std::to_string(o);
+  return key;
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep)
+    : dir_(std::move(dir)), comm_(comm), keep_(std::max(1, keep)) {}
+
+void CheckpointStore::remove_partials() const {
+  if (comm_.rank() == 0 && fs::is_directory(dir_)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0) fs::remove_all(e.path());
+    }
+    fs::remove(fs::path(dir_) / "LATEST.tmp");
+  }
+  MPI_CHECK(MPI_Barrier(comm_.handle()));
+}
+
+std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>& pieces) const {
+  const std::string name = "step-" + std::to_string(info.step);
+  const fs::path final_dir = fs::path(dir_) / name, partial = fs::path(dir_) / (name + ".partial");
+  std::string error;
+  if (comm_.rank() == 0) {
+    try {
+      fs::remove_all(partial);
+      fs::create_directories(partial);
+    } catch (const std::exception& e) {
+      error = std::string("checkpoint: cannot create ") + partial.string() + ": " + e.what();
+    }
+  }
+  broadcast_outcome(comm_, error);
+  if (!error.empty()) throw CheckpointError(error);
+
+  // Every rank: its shard, and the description of its chunks.
+  proto::Manifest mine;
+  try {
+    char file[32];
+    std::snprintf(file, sizeof file, "rank-%05d.safetensors", comm_.rank());
+    std::vector<NamedTensor> tensors;
+    std::vector<std::pair<const Piece*, Box>> boxes;
+    for (const Piece& piece : pieces) {
+      for (const RunBox& rb : run_boxes(piece.piece, piece.global_shape, piece.begin, piece.end)) {
+        tensors.push_back({chunk_key(piece, rb.box), piece.data.narrow(0, rb.run_offset, rb.box.numel())});
+        boxes.emplace_back(&piece, rb.box);
+      }
+    }
+    const std::vector<WrittenTensor> written = write_safetensors((partial / file).string(), tensors);
+    for (size_t i = 0; i < written.size(); ++i) {
+      const Piece& piece = *boxes[i].first;
+      proto::Tensor* t = mine.add_tensors();
+      t->set_name(piece.name);
+      t->set_role(piece.role);
+      t->set_dtype(safetensors_dtype(piece.data.scalar_type()));
+      for (int64_t d : piece.global_shape) t->add_global_shape(d);
+      proto::Chunk* c = t->add_chunks();
+      for (int64_t o : boxes[i].second.offsets) c->add_offsets(o);
+      for (int64_t s : boxes[i].second.sizes) c->add_sizes(s);
+      c->set_file(file);
+      c->set_byte_offset(written[i].byte_offset);
+      c->set_length(written[i].length);
+      c->set_crc32c(written[i].crc32c);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(comm_, error,
+        "checkpoint: another rank failed to write its shard of " + name +
+            "; the previous checkpoint stays in place");
+
+  // Rank 0: one manifest, written last, then the atomic renames.
+  const std::vector<std::string> parts = gather_to_root(comm_, mine.SerializeAsString());
+  if (comm_.rank() == 0) {
+    try {
+      proto::Manifest manifest;
+      manifest.set_format_version(kFormatVersion);
+      manifest.set_step(info.step);
+      manifest.set_tokens(info.tokens);
+      manifest.set_seed(info.seed);
+      manifest.set_model_config(info.model_config);
+      manifest.set_model_config_hash(std::hash<std::string>{}(info.model_config));
+      *manifest.mutable_mesh() = info.mesh;
+      std::map<std::pair<std::string, int>, proto::Tensor*> by_tensor;
+      for (const std::string& bytes : parts) {
+        proto::Manifest part;
+        if (!part.ParseFromString(bytes))
+          throw CheckpointError("checkpoint: a rank sent an unreadable chunk list");
+        for (const proto::Tensor& t : part.tensors()) {
+          proto::Tensor*& merged = by_tensor[{t.name(), t.role()}];
+          if (!merged) {
+            merged = manifest.add_tensors();
+            *merged = t;
+            merged->clear_chunks();
+          }
+          for (const proto::Chunk& c : t.chunks()) *merged->add_chunks() = c;
+        }
+      }
+      write_file_synced((partial / kManifest).string(), manifest.SerializeAsString());
+      fsync_path(partial.string(), true);
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step
+      fs::rename(partial, final_dir);
+      fsync_path(dir_, true);
+      const std::string latest_tmp = (fs::path(dir_) / "LATEST.tmp").string();
+      write_file_synced(latest_tmp, name + "\n");
+      fs::rename(latest_tmp, fs::path(dir_) / "LATEST");
+      fsync_path(dir_, true);
+      prune();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  broadcast_outcome(comm_, error);
+  if (!error.empty()) throw CheckpointError(error);
+  return final_dir.string();
+}
+
+std::vector<std::string> CheckpointStore::committed() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  if (fs::is_directory(dir_)) {
+    const std::regex step_dir("step-([0-9]+)");
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+      std::smatch m;
+      const std::string name = e.path().filename().string();
+      if (std::regex_match(name, m, step_dir) && fs::exists(e.path() / kManifest))
+        found.emplace_back(std::stoll(m[1].str()), e.path().string());
+    }
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> dirs;
+  for (const auto& f : found) dirs.push_back(f.second);
+  // LATEST names the newest commit; honour it first when it points at a committed checkpoint.
+  std::ifstream latest(fs::path(dir_) / "LATEST");
+  std::string named;
+  if (latest >> named) {
+    const std::string path = (fs::path(dir_) / named).string();
+    auto it = std::find(dirs.begin(), dirs.end(), path);
+    if (it != dirs.end()) std::rotate(dirs.begin(), it, it + 1);
+  }
+  return dirs;
+}
+
+void CheckpointStore::prune() const {
+  const std::vector<std::string> dirs = committed();
+  for (size_t i = static_cast<size_t>(keep_); i < dirs.size(); ++i) fs::remove_all(dirs[i]);
+}
+
+proto::Manifest read_manifest(const std::string& checkpoint_dir) {
+  const fs::path path = fs::path(checkpoint_dir) / kManifest;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw CheckpointError("checkpoint: " + path.string() +
+                          " is missing: the checkpoint was never committed; resume from another one");
+  proto::Manifest manifest;
+  if (!manifest.ParseFromIstream(&in))
+    throw CheckpointError("checkpoint: " + path.string() +
+                          " is corrupt (not a manifest); resume from another one");
+  if (manifest.format_version() != kFormatVersion)
+    throw CheckpointError("checkpoint: " + path.string() + " has format version " +
+                          std::to_string(manifest.format_version()) + " but this build reads version " +
+                          std::to_string(kFormatVersion));
+  return manifest;
+}
+
+void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manifest,
+                 const std::vector<Piece>& pieces) {
+  std::map<std::pair<std::string, int>, const proto::Tensor*> tensors;
+  for (const proto::Tensor& t : manifest.tensors()) tensors[{t.name(), t.role()}] = &t;
+  std::map<std::pair<std::string, uint64_t>, at::Tensor> chunk_data;  // read once per load
+  const auto read_chunk = [&](const proto::Tensor& t, const proto::Chunk& c) -> at::Tensor {
+    const auto key = std::make_pair(c.file(), c.byte_offset());
+    if (auto it = chunk_data.find(key); it != chunk_data.end()) return it->second;
+    const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
+    in.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(in.tellg());
+    if (size < c.byte_offset() + c.length())
+      throw CheckpointError("checkpoint: shard " + path + " is truncated: " + describe(t) +
+                            " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
+                            " but the file has " + std::to_string(size));
+    at::Tensor data = at::empty({static_cast<int64_t>(c.length() / sizeof(float))}, at::kFloat);
+    in.seekg(static_cast<std::streamoff>(c.byte_offset()));
+    in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.length()));
+    if (!in) throw CheckpointError("checkpoint: cannot read " + path);
+    if (crc32c(data.data_ptr(), c.length()) != c.crc32c())
+      throw CheckpointError("checkpoint: checksum mismatch in " + path + " for " + describe(t) + " at byte " +
+                            std::to_string(c.byte_offset()) + ": the file is corrupt");
+    return chunk_data[key] = data;
+  };
+
+  for (const Piece& piece : pieces) {
+    auto found = tensors.find({piece.name, piece.role});
+    if (found == tensors.end())
+      throw CheckpointError("checkpoint: " + checkpoint_dir + " has no " + piece.name + " (" +
+                            role_name(piece.role) + ")");
+    const proto::Tensor& t = *found->second;
+    if (t.dtype() != "F32")
+      throw CheckpointError("checkpoint: " + describe(t) + " is " + t.dtype() + ", expected F32");
+    if (std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()) != piece.global_shape)
+      throw CheckpointError("checkpoint: " + describe(t) + " in " + checkpoint_dir +
+                            " has another shape than the model's; resume with the model it was saved for");
+    for (const RunBox& rb : run_boxes(piece.piece, piece.global_shape, piece.begin, piece.end)) {
+      const at::Tensor target = piece.data.narrow(0, rb.run_offset, rb.box.numel()).view(rb.box.sizes);
+      int64_t covered = 0;
+      for (const proto::Chunk& c : t.chunks()) {
+        const Box stored{{c.offsets().begin(), c.offsets().end()}, {c.sizes().begin(), c.sizes().end()}};
+        const std::optional<Box> common = intersect(rb.box, stored);
+        if (!common) continue;
+        at::Tensor from = read_chunk(t, c).view(stored.sizes), to = target;
+        for (size_t d = 0; d < stored.sizes.size(); ++d) {
+          from =
+              from.narrow(static_cast<int64_t>(d), common->offsets[d] - stored.offsets[d], common->sizes[d]);
+          to = to.narrow(static_cast<int64_t>(d), common->offsets[d] - rb.box.offsets[d], common->sizes[d]);
+        }
+        to.copy_(from);
+        covered += common->numel();
+      }
+      if (covered != rb.box.numel())
+        throw CheckpointError("checkpoint: " + checkpoint_dir + " does not hold all of " + describe(t) +
+                              ": the checkpoint is incomplete");
+    }
+  }
+}
+
+}  // namespace atl::checkpoint

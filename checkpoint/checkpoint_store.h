@@ -1,0 +1,79 @@
+// A directory of checkpoints (DESIGN §7): `step-N/` per committed checkpoint (one safetensors shard
+// per rank plus `manifest.pb`, written last), `LATEST` naming the newest. A save is collective:
+// every rank writes its shard into `step-N.partial/`, rank 0 gathers the chunk descriptions,
+// writes the manifest, fsyncs, renames the directory to `step-N/` and replaces LATEST atomically.
+// A crash at any moment leaves the previous committed checkpoint intact and chosen; `.partial`
+// leftovers are removed at start-up. The collective runs on a communicator of its own, never the
+// training one.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checkpoint/box.h"
+#include "checkpoint/manifest.pb.h"
+#include "comm/mpi_communicator.h"
+
+namespace atl::checkpoint {
+
+// Any problem with a checkpoint on disk: one line naming the file or tensor and what is wrong.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A run of one tensor that this rank holds: `begin`..`end` of the row-major elements of `piece`, a
+// box of the global tensor (its rows may run past `global_shape`: vocabulary padding, not saved).
+// `data` (fp32, contiguous, end - begin elements) is read on save and written on load.
+struct Piece {
+  std::string name;
+  proto::Role role = proto::PARAM;
+  std::vector<int64_t> global_shape;
+  Box piece;
+  int64_t begin = 0, end = 0;
+  at::Tensor data;
+};
+
+// What a manifest records besides the tensors.
+struct SaveInfo {
+  int64_t step = 0, tokens = 0, seed = 0;
+  std::string model_config;  // the model section as YAML
+  proto::Mesh mesh;
+};
+
+class CheckpointStore {
+ public:
+  // `comm`: a communicator of the checkpointing ranks for this store alone. `keep`: committed
+  // checkpoints kept (>= 1; the newest is never deleted).
+  CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep);
+
+  const std::string& dir() const { return dir_; }
+  // Rank 0 removes `*.partial` leftovers of interrupted saves. Collective.
+  void remove_partials() const;
+  // Collective: saves and commits; returns the committed directory. Throws CheckpointError on every
+  // rank if any rank failed (nothing is committed then).
+  std::string save(const SaveInfo& info, const std::vector<Piece>& pieces) const;
+  // Committed checkpoints (directories step-N with a manifest), newest first.
+  std::vector<std::string> committed() const;
+
+ private:
+  void prune() const;
+
+  std::string dir_;
+  const comm::MpiCommunicator& comm_;
+  int keep_;
+};
+
+// Reads and parses DIR/manifest.pb; CheckpointError when missing or corrupt.
+proto::Manifest read_manifest(const std::string& checkpoint_dir);
+// Fills every piece's data from the checkpoint, reading only the chunks that intersect it and
+// checking each chunk's CRC-32C; CheckpointError naming the file and tensor on a missing or short
+// file, a checksum mismatch, or a tensor the checkpoint does not cover.
+void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manifest,
+                 const std::vector<Piece>& pieces);
+
+}  // namespace atl::checkpoint

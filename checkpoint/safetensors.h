@@ -1,0 +1,32 @@
+// Shard files in the safetensors format (an 8-byte little-endian header length, a JSON header
+// naming each tensor's dtype, shape and byte range, then the data), so every shard a checkpoint
+// writes opens with the safetensors library as well as with Atoll.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace atl::checkpoint {
+
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;  // contiguous, CPU
+};
+
+// Where each tensor's data landed: absolute byte offset in the file, length, CRC-32C.
+struct WrittenTensor {
+  uint64_t byte_offset, length;
+  uint32_t crc32c;
+};
+
+// Writes `tensors` to `path` and fsyncs it. Throws std::runtime_error naming the path on failure.
+std::vector<WrittenTensor> write_safetensors(const std::string& path,
+                                             const std::vector<NamedTensor>& tensors);
+
+// Safetensors' name for a dtype ("F32", "BF16", ...).
+std::string safetensors_dtype(at::ScalarType dtype);
+
+}  // namespace atl::checkpoint

@@ -1,0 +1,135 @@
+#include "runtime/checkpointing.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include "comm/mpi_check.h"
+#include "runtime/llama.h"
+
+namespace atl::runtime {
+namespace {
+
+// The lowest rank whose `error` is not empty shares it with every rank; empty when none failed.
+std::string first_error(const comm::MpiCommunicator& comm, const std::string& error) {
+  int first = error.empty() ? comm.size() : comm.rank();
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm.handle()));
+  if (first == comm.size()) return "";
+  std::string message = error;
+  int length = static_cast<int>(message.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm.handle()));
+  message.resize(length);
+  MPI_CHECK(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm.handle()));
+  return message;
+}
+
+}  // namespace
+
+TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world,
+                                       const comm::DeviceMesh& mesh, const parallel::FlatParameters& params,
+                                       parallel::ShardedDataParallel& data_parallel,
+                                       optim::FlatAdamW& optimizer)
+    : config_(config),
+      mesh_(mesh),
+      params_(params),
+      data_parallel_(data_parallel),
+      optimizer_(optimizer),
+      comm_(world.split(0, world.rank(), "checkpoint")),
+      store_(std::make_unique<checkpoint::CheckpointStore>(config.checkpoint_dir(), *comm_,
+                                                           config.checkpoint.keep)) {
+  store_->remove_partials();
+}
+
+std::string TrainerCheckpoints::model_description() const {
+  const ModelConfig& m = config_.model;
+  std::ostringstream out;
+  out.precision(17);
+  out << "vocab=" << m.vocab << " dim=" << m.dim << " layers=" << m.layers << " heads=" << m.heads
+      << " kv_heads=" << m.kv_heads << " ffn=" << m.ffn << " seq=" << m.seq
+      << " tie_embeddings=" << m.tie_embeddings << " rope_theta=" << m.rope_theta
+      << " norm_eps=" << m.norm_eps;
+  return out.str();
+}
+
+std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save) const {
+  const int tp_size = config_.parallel.tp, tp_rank = mesh_.coord().tp;
+  std::vector<checkpoint::Piece> out;
+  for (const parallel::ShardedDataParallel::OwnedRun& run : data_parallel_.owned_runs()) {
+    const parallel::FlatEntry& e = params_.entries()[run.entry];
+    // Written once: a tied copy on another stage, a tp-replicated norm off tp rank 0, and a replica
+    // under plain data parallelism off dp rank 0 hold nothing new. Every rank loads all it holds.
+    if (for_save && (e.info.duplicate || (e.info.replicated_in_model_group && tp_rank != 0) ||
+                     (data_parallel_.stage() == 0 && mesh_.coord().dp != 0)))
+      continue;
+    const LlamaModel::Piece piece = LlamaModel::piece_of(config_.model, tp_size, tp_rank, e.info.name);
+    const auto add = [&](checkpoint::proto::Role role, const at::Tensor& data) {
+      out.push_back({e.info.name,
+                     role,
+                     piece.global_shape,
+                     {piece.offsets, piece.sizes},
+                     run.entry_offset,
+                     run.entry_offset + run.numel,
+                     data});
+    };
+    add(checkpoint::proto::PARAM, data_parallel_.optimizer_values_at(run.offset, run.numel));
+    add(checkpoint::proto::EXP_AVG, optimizer_.exp_avg().narrow(0, run.offset, run.numel));
+    add(checkpoint::proto::EXP_AVG_SQ, optimizer_.exp_avg_sq().narrow(0, run.offset, run.numel));
+  }
+  return out;
+}
+
+std::string TrainerCheckpoints::save(int64_t step) {
+  checkpoint::SaveInfo info;
+  info.step = step;
+  info.tokens = step * config_.train.global_batch * config_.model.seq;
+  info.seed = config_.run.seed;
+  info.model_config = model_description();
+  const ParallelConfig& p = config_.parallel;
+  info.mesh.set_islands(p.islands);
+  info.mesh.set_pp(p.pp);
+  info.mesh.set_dp(p.dp);
+  info.mesh.set_tp(p.tp);
+  info.mesh.set_zero(p.zero);
+  return store_->save(info, pieces(/*for_save=*/true));
+}
+
+int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {
+  const std::string& resume = config_.checkpoint.resume;
+  if (resume == "none") return 0;
+  const bool automatic = resume == "auto";
+  const std::vector<std::string> candidates =
+      automatic ? store_->committed() : std::vector<std::string>{resume};
+  std::string problem;
+  for (const std::string& dir : candidates) {
+    std::string error;
+    checkpoint::proto::Manifest manifest;
+    try {
+      manifest = checkpoint::read_manifest(dir);
+      if (manifest.model_config() != model_description())
+        throw std::invalid_argument(
+            "checkpoint: " + dir + " holds the model {" + manifest.model_config() + "} but the config has {" +
+            model_description() +
+            "}; resume with the model it was saved for, or set checkpoint.resume: none");
+      at::NoGradGuard no_grad;
+      checkpoint::load_pieces(dir, manifest, pieces(/*for_save=*/false));
+    } catch (const checkpoint::CheckpointError& e) {
+      error = e.what();
+    }
+    problem = first_error(*comm_, error);
+    if (problem.empty()) {
+      optimizer_.restore_steps_taken(manifest.step());
+      data_parallel_.after_optimizer_step();  // compute parameters from the loaded values, gathered
+      log("checkpoint: resumed from " + dir + " at step " + std::to_string(manifest.step()));
+      return manifest.step();
+    }
+    if (!automatic) throw checkpoint::CheckpointError(problem);
+    log(problem + "; trying an older checkpoint");
+  }
+  if (!candidates.empty())
+    throw checkpoint::CheckpointError("checkpoint: no usable checkpoint in " + store_->dir() +
+                                      " (last problem: " + problem +
+                                      "); set checkpoint.resume: none to start afresh");
+  return 0;
+}
+
+}  // namespace atl::runtime

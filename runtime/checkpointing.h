@@ -1,0 +1,51 @@
+// The trainer's side of checkpointing (DESIGN §7): which runs of which tensors this rank saves and
+// loads -- parameter values (fp32, the master weights under mixed precision) and AdamW moments,
+// in global form so any layout can read them -- and the resume policy: `auto` takes the newest
+// checkpoint that loads cleanly, skipping damaged ones with a line saying why.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_store.h"
+#include "comm/device_mesh.h"
+#include "comm/mpi_communicator.h"
+#include "optim/adamw.h"
+#include "parallel/sharded_data_parallel.h"
+#include "runtime/config.h"
+
+namespace atl::runtime {
+
+class TrainerCheckpoints {
+ public:
+  // Collective over `world`: creates the checkpoint communicator and removes `.partial` leftovers.
+  TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world, const comm::DeviceMesh& mesh,
+                     const parallel::FlatParameters& params, parallel::ShardedDataParallel& data_parallel,
+                     optim::FlatAdamW& optimizer);
+
+  // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
+  // returns the step to continue from, 0 when there is nothing to resume. Throws
+  // checkpoint::CheckpointError (resume: PATH, or auto with only damaged checkpoints) or
+  // std::invalid_argument (a checkpoint of another model). Collective.
+  int64_t resume(const std::function<void(const std::string&)>& log);
+  // Saves and commits the state after `step` optimizer steps; returns the directory. Collective.
+  std::string save(int64_t step);
+
+ private:
+  std::vector<checkpoint::Piece> pieces(bool for_save) const;
+  std::string model_description() const;
+
+  const Config& config_;
+  const comm::DeviceMesh& mesh_;
+  const parallel::FlatParameters& params_;
+  parallel::ShardedDataParallel& data_parallel_;
+  optim::FlatAdamW& optimizer_;
+  std::unique_ptr<comm::MpiCommunicator>
+      comm_;  // checkpoint collectives never share the training communicator
+  std::unique_ptr<checkpoint::CheckpointStore> store_;
+};
+
+}  // namespace atl::runtime
