@@ -61,15 +61,6 @@ void write_file_synced(const std::string& path, const std::string& bytes) {
   fsync_path(path, false);
 }
 
-// Agrees on success over `comm`: returns normally on every rank only if every rank passed
-// `error` empty; otherwise throws on every rank -- its own message, or one naming the failed save.
-void agree(const comm::MpiCommunicator& comm, const std::string& error, const std::string& peer_message) {
-  int ok = error.empty() ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm.handle()));
-  if (!error.empty()) throw CheckpointError(error);
-  if (!ok) throw CheckpointError(peer_message);
-}
-
 // Rank 0 receives every rank's serialized partial manifest.
 std::vector<std::string> gather_to_root(const comm::MpiCommunicator& comm, const std::string& mine) {
   int size = static_cast<int>(mine.size());
@@ -101,6 +92,18 @@ std::string chunk_key(const Piece& piece, const Box& box) {
 }
 
 }  // namespace
+
+std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& error) {
+  int first = error.empty() ? comm.size() : comm.rank();
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm.handle()));
+  if (first == comm.size()) return "";
+  std::string message = error;
+  int length = static_cast<int>(message.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm.handle()));
+  message.resize(length);
+  MPI_CHECK(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm.handle()));
+  return message;
+}
 
 CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep)
     : dir_(std::move(dir)), comm_(comm), keep_(std::max(1, keep)) {}
@@ -163,9 +166,9 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agree(comm_, error,
-        "checkpoint: another rank failed to write its shard of " + name +
-            "; the previous checkpoint stays in place");
+  const std::string failed = agreed_error(comm_, error);
+  if (!failed.empty())
+    throw CheckpointError(failed + " (saving " + name + "; the previous checkpoint stays in place)");
 
   // Rank 0: one manifest, written last, then the atomic renames.
   const std::vector<std::string> parts = gather_to_root(comm_, mine.SerializeAsString());

@@ -68,6 +68,10 @@ class CheckpointStore {
   int keep_;
 };
 
+// Agreement over `comm` after each rank tried something: every rank gets the lowest failing rank's
+// `error`, or an empty string when every rank's was empty. Collective.
+std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& error);
+
 // Reads and parses DIR/manifest.pb; CheckpointError when missing or corrupt.
 proto::Manifest read_manifest(const std::string& checkpoint_dir);
 // Fills every piece's data from the checkpoint, reading only the chunks that intersect it and

@@ -4,26 +4,9 @@
 
 #include <sstream>
 
-#include "comm/mpi_check.h"
 #include "runtime/llama.h"
 
 namespace atl::runtime {
-namespace {
-
-// The lowest rank whose `error` is not empty shares it with every rank; empty when none failed.
-std::string first_error(const comm::MpiCommunicator& comm, const std::string& error) {
-  int first = error.empty() ? comm.size() : comm.rank();
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm.handle()));
-  if (first == comm.size()) return "";
-  std::string message = error;
-  int length = static_cast<int>(message.size());
-  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm.handle()));
-  message.resize(length);
-  MPI_CHECK(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm.handle()));
-  return message;
-}
-
-}  // namespace
 
 TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world,
                                        const comm::DeviceMesh& mesh, const parallel::FlatParameters& params,
@@ -115,7 +98,7 @@ int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>
     } catch (const checkpoint::CheckpointError& e) {
       error = e.what();
     }
-    problem = first_error(*comm_, error);
+    problem = checkpoint::agreed_error(*comm_, error);
     if (problem.empty()) {
       optimizer_.restore_steps_taken(manifest.step());
       data_parallel_.after_optimizer_step();  // compute parameters from the loaded values, gathered

@@ -1,0 +1,192 @@
+// Checkpoints: N steps, save, a new trainer resumes, N more steps -- bitwise the same losses and
+// parameters as 2N steps straight (1 rank, DP=2 with ZeRO-1, TP=2 x PP=2, by the launched rank
+// count); damaged checkpoints (a flipped byte, a truncated shard, a missing manifest) are refused
+// with a precise error when named and skipped by `resume: auto`; and a checkpoint saved under
+// TP=2 x PP=2 loads under DP=4 with ZeRO-3 and on one rank with the same parameters.
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/checkpoint_store.h"
+#include "tests/parity_harness.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using atl::runtime::Config;
+using atl::runtime::Trainer;
+using atl::test::world_size;
+
+// The world communicator; every test holds it while its trainers live.
+class Checkpoint : public ::testing::Test {
+ protected:
+  atl::comm::MpiCommunicator& world() { return *world_; }
+
+ private:
+  std::shared_ptr<atl::comm::MpiCommunicator> world_ = atl::test::MpiTestEnv::runtime().world();
+};
+
+// Rank 0's string on every rank: the run directory all ranks of a job share.
+std::string from_rank0(atl::comm::MpiCommunicator& comm, std::string text) {
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm.handle());
+  text.resize(length);
+  MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm.handle());
+  return text;
+}
+
+// The launched ranks as 1 rank, DP=2 with ZeRO-1, or TP=2 x PP=2 (2 microbatches), with one run
+// directory for the job.
+Config resume_layout(atl::comm::MpiCommunicator& comm, const std::string& tag) {
+  Config config = atl::test::layout(tag, 1);
+  config.run.dir = from_rank0(comm, config.run.dir);
+  if (world_size() == 4) {
+    config.parallel.dp = 1;
+    config.parallel.tp = 2;
+    config.parallel.pp = 2;
+    config.parallel.microbatches = 2;
+  } else if (world_size() == 2) {
+    config.parallel.zero = 1;
+  }
+  config.train.steps = 8;
+  config.checkpoint.resume = "none";
+  return config;
+}
+
+struct Trained {
+  std::vector<double> losses;
+  std::map<std::string, at::Tensor> params;
+};
+
+Trained run_steps(Trainer& trainer, int steps) {
+  Trained out;
+  for (int s = 0; s < steps; ++s) out.losses.push_back(trainer.train_step().loss);
+  out.params = trainer.full_parameters();
+  return out;
+}
+
+TEST_F(Checkpoint, ResumeIsBitwise) {
+  Config config = resume_layout(world(), "ckpt-resume");
+  const int half = config.train.steps / 2;
+  Trainer straight_trainer(config, world(), nullptr);
+  const Trained straight = run_steps(straight_trainer, config.train.steps);
+
+  config.run.dir += "-interrupted";
+  {
+    Trainer first(config, world(), nullptr);
+    run_steps(first, half);
+    first.save_checkpoint();
+  }
+  config.checkpoint.resume = "auto";
+  Trainer resumed(config, world(), nullptr);
+  ASSERT_EQ(resumed.step(), half);
+  const Trained second = run_steps(resumed, half);
+  for (int s = 0; s < half; ++s)
+    EXPECT_EQ(second.losses[s], straight.losses[half + s]) << "step " << half + s + 1;
+  for (const auto& [name, value] : straight.params) EXPECT_TRUE(second.params.at(name).equal(value)) << name;
+}
+
+// Saves at steps 2 and 4; returns the checkpoint directory.
+std::string two_checkpoints(atl::comm::MpiCommunicator& world, Config& config) {
+  config.train.steps = 4;
+  config.checkpoint.every = 2;
+  Trainer trainer(config, world, nullptr);
+  trainer.run();
+  return config.checkpoint_dir();
+}
+
+// Rank 0 damages a file; everybody waits for it.
+void damage(atl::comm::MpiCommunicator& world, const std::function<void()>& act) {
+  if (world.rank() == 0) act();
+  world.barrier();
+}
+
+// Resuming from the damaged step-4 by name fails with `message` on every rank; `auto` falls back to step 2.
+void expect_refused_and_skipped(atl::comm::MpiCommunicator& world, Config config, const std::string& dir,
+                                const std::string& message) {
+  config.checkpoint.resume = dir + "/step-4";
+  try {
+    Trainer named(config, world, nullptr);
+    ADD_FAILURE() << "resuming from a damaged checkpoint should fail";
+  } catch (const atl::checkpoint::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+  config.checkpoint.resume = "auto";
+  Trainer fallback(config, world, nullptr);
+  EXPECT_EQ(fallback.step(), 2);
+  EXPECT_TRUE(fs::exists(dir + "/step-4")) << "a damaged checkpoint is never deleted by loading";
+}
+
+TEST_F(Checkpoint, FlippedByteIsDetected) {
+  Config config = resume_layout(world(), "ckpt-flip");
+  const std::string dir = two_checkpoints(world(), config);
+  damage(world(), [&] {
+    std::fstream f(dir + "/step-4/rank-00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char byte = 0;
+    f.read(&byte, 1);
+    f.seekp(-100, std::ios::end);
+    byte = static_cast<char>(byte ^ 0x10);
+    f.write(&byte, 1);
+  });
+  expect_refused_and_skipped(world(), config, dir,
+                             "checksum mismatch in " + dir + "/step-4/rank-00000.safetensors");
+}
+
+TEST_F(Checkpoint, TruncatedShardIsDetected) {
+  Config config = resume_layout(world(), "ckpt-truncate");
+  const std::string dir = two_checkpoints(world(), config);
+  damage(world(), [&] {
+    const std::string shard = dir + "/step-4/rank-00000.safetensors";
+    fs::resize_file(shard, fs::file_size(shard) / 2);
+  });
+  expect_refused_and_skipped(world(), config, dir, "is truncated");
+}
+
+TEST_F(Checkpoint, MissingManifestIsDetected) {
+  Config config = resume_layout(world(), "ckpt-manifest");
+  const std::string dir = two_checkpoints(world(), config);
+  damage(world(), [&] { fs::remove(dir + "/step-4/manifest.pb"); });
+  expect_refused_and_skipped(world(), config, dir, "manifest.pb is missing");
+}
+
+TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
+  if (world_size() != 4) GTEST_SKIP() << "saves under TP=2 x PP=2 on 4 ranks";
+  Config saved = resume_layout(world(), "ckpt-reshard");
+  saved.train.steps = 3;
+  Trainer original(saved, world(), nullptr);
+  run_steps(original, saved.train.steps);
+  original.save_checkpoint();
+  const std::map<std::string, at::Tensor> pieces = original.full_parameters();  // this rank's tp piece
+
+  // One rank alone (a communicator of its own on every rank) reads the whole model.
+  Config single = saved;
+  single.parallel = atl::runtime::ParallelConfig{};
+  single.checkpoint.resume = saved.checkpoint_dir() + "/step-3";
+  single.run.dir += "-single-" + std::to_string(world().rank());
+  MPI_Comm self;
+  MPI_Comm_dup(MPI_COMM_SELF, &self);
+  atl::comm::MpiCommunicator alone(atl::test::MpiTestEnv::runtime(), self, "self");
+  Trainer one_rank(single, alone, nullptr);
+  const std::map<std::string, at::Tensor> whole = one_rank.full_parameters();
+  const int tp_rank = world().rank() % 2;
+  for (const auto& [name, piece] : pieces)
+    EXPECT_TRUE(
+        piece.equal(atl::runtime::LlamaModel::shard_of(saved.model, 2, tp_rank, name, whole.at(name))))
+        << name;
+
+  // DP=4 with ZeRO-3: the same whole tensors, and training goes on as under the original layout.
+  Config zero3 = single;
+  zero3.parallel.dp = 4;
+  zero3.parallel.zero = 3;
+  zero3.run.dir = saved.run.dir + "-zero3";
+  Trainer sharded(zero3, world(), nullptr);
+  EXPECT_EQ(sharded.step(), 3);
+  for (const auto& [name, value] : sharded.full_parameters())
+    EXPECT_TRUE(value.equal(whole.at(name))) << name;
+  for (int s = 0; s < 5; ++s) {
+    const double expected = original.train_step().loss, ours = sharded.train_step().loss;
+    EXPECT_NEAR(ours, expected, 1e-4 * expected) << "step " << 4 + s;
+  }
+}
+
+}  // namespace
