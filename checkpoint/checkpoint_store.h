@@ -21,6 +21,8 @@
 namespace atl::checkpoint {
 
 // Any problem with a checkpoint on disk: one line naming the file or tensor and what is wrong.
+// Those thrown out of a collective (save, resume) are agreed: every rank throws the same one.
+// Those thrown out of a collective (save, resume) are agreed: every rank throws the same one.
 class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -1,6 +1,7 @@
 // `atoll train CONFIG [--set k=v]...`: what each rank runs.
 #include <iostream>
 
+#include "checkpoint/checkpoint_store.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "launcher/commands.h"
@@ -35,6 +36,10 @@ int train_command(int argc, char** argv) {
     return 1;  // the failing rank has said why
   } catch (const runtime::ConfigError& e) {
     // Config problems are identical on every rank: say them once.
+    if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
+    return 1;
+  } catch (const checkpoint::CheckpointError& e) {
+    // Agreed over every rank before it is thrown: say it once.
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
+#include <charconv>
 
 #include "runtime/llama.h"
 
@@ -24,14 +24,16 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
 }
 
 std::string TrainerCheckpoints::model_description() const {
+  const auto shortest = [](double v) {  // round-trip exact, and short: 1e-05, not 1.0000000000000001e-05
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  };
   const ModelConfig& m = config_.model;
-  std::ostringstream out;
-  out.precision(17);
-  out << "vocab=" << m.vocab << " dim=" << m.dim << " layers=" << m.layers << " heads=" << m.heads
-      << " kv_heads=" << m.kv_heads << " ffn=" << m.ffn << " seq=" << m.seq
-      << " tie_embeddings=" << m.tie_embeddings << " rope_theta=" << m.rope_theta
-      << " norm_eps=" << m.norm_eps;
-  return out.str();
+  return "vocab=" + std::to_string(m.vocab) + " dim=" + std::to_string(m.dim) +
+         " layers=" + std::to_string(m.layers) + " heads=" + std::to_string(m.heads) +
+         " kv_heads=" + std::to_string(m.kv_heads) + " ffn=" + std::to_string(m.ffn) +
+         " seq=" + std::to_string(m.seq) + " tie_embeddings=" + (m.tie_embeddings ? "true" : "false") +
+         " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps);
 }
 
 std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save) const {
@@ -86,18 +88,20 @@ int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>
   for (const std::string& dir : candidates) {
     std::string error;
     checkpoint::proto::Manifest manifest;
+    bool other_model = false;
     try {
       manifest = checkpoint::read_manifest(dir);
-      if (manifest.model_config() != model_description())
-        throw std::invalid_argument(
-            "checkpoint: " + dir + " holds the model {" + manifest.model_config() + "} but the config has {" +
-            model_description() +
-            "}; resume with the model it was saved for, or set checkpoint.resume: none");
+      other_model = manifest.model_config() != model_description();
       at::NoGradGuard no_grad;
-      checkpoint::load_pieces(dir, manifest, pieces(/*for_save=*/false));
+      if (!other_model) checkpoint::load_pieces(dir, manifest, pieces(/*for_save=*/false));
     } catch (const checkpoint::CheckpointError& e) {
       error = e.what();
     }
+    // Another model is refused outright, never skipped; every rank read the same manifest.
+    if (other_model)
+      throw checkpoint::CheckpointError(
+          "checkpoint: " + dir + " holds the model {" + manifest.model_config() + "} but the config has {" +
+          model_description() + "}; resume with the model it was saved for, or set checkpoint.resume: none");
     problem = checkpoint::agreed_error(*comm_, error);
     if (problem.empty()) {
       optimizer_.restore_steps_taken(manifest.step());

@@ -28,8 +28,8 @@ class TrainerCheckpoints {
 
   // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
   // returns the step to continue from, 0 when there is nothing to resume. Throws
-  // checkpoint::CheckpointError (resume: PATH, or auto with only damaged checkpoints) or
-  // std::invalid_argument (a checkpoint of another model). Collective.
+  // checkpoint::CheckpointError, the same on every rank, for resume: PATH that does not load, auto
+  // with only damaged checkpoints, or a checkpoint of another model. Collective.
   int64_t resume(const std::function<void(const std::string&)>& log);
   // Saves and commits the state after `step` optimizer steps; returns the directory. Collective.
   std::string save(int64_t step);

@@ -73,6 +73,29 @@ else
   check fail "launch: ZeRO-3 run"; sed 's/^/    /' "$work/zero3.log" | tail -20
 fi
 
+# Checkpoints across real process exits: 6 steps saving every 3, then a relaunch to 9 resumes from
+# step 6 and logs the same losses as 9 steps straight (constant LR, so the first run's schedule is
+# the second's).
+ckpt_args=(--set optim.schedule=constant --set checkpoint.every=3)
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" >"$work/ckpt1.log" 2>&1
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" --set train.steps=9 \
+  >"$work/ckpt2.log" 2>&1
+resumed=$?
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/straight" --set train.steps=9 \
+  --set checkpoint.every=0 >"$work/straight.log" 2>&1
+losses_after_6() { grep -oE '"step":[7-9],"loss":[^,]*' "$1"; }
+if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 at step 6" "$work/ckpt2.log" &&
+   [[ -s "$work/ckpt/checkpoints/step-9/manifest.pb" && $(losses_after_6 "$work/ckpt/metrics.jsonl" | wc -l) -eq 3 ]] &&
+   [[ "$(losses_after_6 "$work/ckpt/metrics.jsonl")" == "$(losses_after_6 "$work/straight/metrics.jsonl")" ]]; then
+  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit"
+else
+  check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
+fi
+
+expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
+expect_error other_model "holds the model \{vocab=256 dim=32 .*\} but the config has \{vocab=256 dim=48" 2 train "$work/tiny.yaml" \
+  --set run.dir="$work/ckpt" --set model.dim=48
+expect_error async_mode "checkpoint.mode = async is not supported by this build" 2 train "$work/tiny.yaml" --set checkpoint.mode=async
 expect_error unknown_key "unknown key 'model.dimm' \(did you mean 'model.dim'\?\)" 2 train "$work/tiny.yaml" --set model.dimm=3
 expect_error bad_type "model.dim = 'abc' is not an integer" 2 train "$work/tiny.yaml" --set model.dim=abc
 expect_error rank_mismatch "islands\*pp\*dp\*tp = 2 but 3 ranks were launched" 3 train "$work/tiny.yaml"
