@@ -119,7 +119,41 @@ void CheckpointStore::remove_partials() const {
   MPI_CHECK(MPI_Barrier(comm_.handle()));
 }
 
-std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>& pieces) const {
+// Writes this rank's shard into `partial` and describes its chunks.
+proto::Manifest CheckpointStore::write_shard(const std::string& partial,
+                                             const std::vector<Piece>& pieces) const {
+  proto::Manifest mine;
+  char file[32];
+  std::snprintf(file, sizeof file, "rank-%05d.safetensors", comm_.rank());
+  std::vector<NamedTensor> tensors;
+  std::vector<std::pair<const Piece*, Box>> boxes;
+  for (const Piece& piece : pieces) {
+    for (const RunBox& rb : run_boxes(piece.piece, piece.global_shape, piece.begin, piece.end)) {
+      tensors.push_back({chunk_key(piece, rb.box), piece.data.narrow(0, rb.run_offset, rb.box.numel())});
+      boxes.emplace_back(&piece, rb.box);
+    }
+  }
+  const std::vector<WrittenTensor> written = write_safetensors((fs::path(partial) / file).string(), tensors);
+  for (size_t i = 0; i < written.size(); ++i) {
+    const Piece& piece = *boxes[i].first;
+    proto::Tensor* t = mine.add_tensors();
+    t->set_name(piece.name);
+    t->set_role(piece.role);
+    t->set_dtype(safetensors_dtype(piece.data.scalar_type()));
+    for (int64_t d : piece.global_shape) t->add_global_shape(d);
+    proto::Chunk* c = t->add_chunks();
+    for (int64_t o : boxes[i].second.offsets) c->add_offsets(o);
+    for (int64_t s : boxes[i].second.sizes) c->add_sizes(s);
+    c->set_file(file);
+    c->set_byte_offset(written[i].byte_offset);
+    c->set_length(written[i].length);
+    c->set_crc32c(written[i].crc32c);
+  }
+  return mine;
+}
+
+std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>& pieces,
+                                  const std::string& local_error) const {
   const std::string name = "step-" + std::to_string(info.step);
   const fs::path final_dir = fs::path(dir_) / name, partial = fs::path(dir_) / (name + ".partial");
   std::string error;
@@ -136,35 +170,13 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
 
   // Every rank: its shard, and the description of its chunks.
   proto::Manifest mine;
-  try {
-    char file[32];
-    std::snprintf(file, sizeof file, "rank-%05d.safetensors", comm_.rank());
-    std::vector<NamedTensor> tensors;
-    std::vector<std::pair<const Piece*, Box>> boxes;
-    for (const Piece& piece : pieces) {
-      for (const RunBox& rb : run_boxes(piece.piece, piece.global_shape, piece.begin, piece.end)) {
-        tensors.push_back({chunk_key(piece, rb.box), piece.data.narrow(0, rb.run_offset, rb.box.numel())});
-        boxes.emplace_back(&piece, rb.box);
-      }
+  error = local_error;
+  if (error.empty()) {
+    try {
+      mine = write_shard(partial.string(), pieces);
+    } catch (const std::exception& e) {
+      error = e.what();
     }
-    const std::vector<WrittenTensor> written = write_safetensors((partial / file).string(), tensors);
-    for (size_t i = 0; i < written.size(); ++i) {
-      const Piece& piece = *boxes[i].first;
-      proto::Tensor* t = mine.add_tensors();
-      t->set_name(piece.name);
-      t->set_role(piece.role);
-      t->set_dtype(safetensors_dtype(piece.data.scalar_type()));
-      for (int64_t d : piece.global_shape) t->add_global_shape(d);
-      proto::Chunk* c = t->add_chunks();
-      for (int64_t o : boxes[i].second.offsets) c->add_offsets(o);
-      for (int64_t s : boxes[i].second.sizes) c->add_sizes(s);
-      c->set_file(file);
-      c->set_byte_offset(written[i].byte_offset);
-      c->set_length(written[i].length);
-      c->set_crc32c(written[i].crc32c);
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
   }
   const std::string failed = agreed_error(comm_, error);
   if (!failed.empty())

@@ -57,13 +57,16 @@ class CheckpointStore {
   // Rank 0 removes `*.partial` leftovers of interrupted saves. Collective.
   void remove_partials() const;
   // Collective: saves and commits; returns the committed directory. Throws CheckpointError on every
-  // rank if any rank failed (nothing is committed then).
-  std::string save(const SaveInfo& info, const std::vector<Piece>& pieces) const;
+  // rank if any rank failed (nothing is committed then). `local_error`: this rank already failed
+  // (e.g. taking its snapshot) and only takes part in the agreement.
+  std::string save(const SaveInfo& info, const std::vector<Piece>& pieces,
+                   const std::string& local_error = "") const;
   // Committed checkpoints (directories step-N with a manifest), newest first.
   std::vector<std::string> committed() const;
 
  private:
   void prune() const;
+  proto::Manifest write_shard(const std::string& partial, const std::vector<Piece>& pieces) const;
 
   std::string dir_;
   const comm::MpiCommunicator& comm_;

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <charconv>
+#include <chrono>
+#include <cstdlib>
 
 #include "runtime/llama.h"
 
@@ -21,6 +23,24 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
       store_(std::make_unique<checkpoint::CheckpointStore>(config.checkpoint_dir(), *comm_,
                                                            config.checkpoint.keep)) {
   store_->remove_partials();
+  if (config.checkpoint.mode != "sync") {
+    // Test hook: ATOLL_CHECKPOINT_COPY_DELAY_MS slows the snapshot copy (lazy-mode correctness tests).
+    const char* delay = std::getenv("ATOLL_CHECKPOINT_COPY_DELAY_MS");
+    saver_ =
+        std::make_unique<checkpoint::AsyncSaver>(*store_, config.checkpoint.mode == "async_lazy",
+                                                 std::chrono::milliseconds(delay ? std::atoi(delay) : 0));
+  }
+}
+
+double TrainerCheckpoints::fence() {
+  if (!saver_) return 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  saver_->fence();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string TrainerCheckpoints::finish() {
+  return saver_ ? saver_->wait() : "";
 }
 
 std::string TrainerCheckpoints::model_description() const {
@@ -75,7 +95,9 @@ std::string TrainerCheckpoints::save(int64_t step) {
   info.mesh.set_dp(p.dp);
   info.mesh.set_tp(p.tp);
   info.mesh.set_zero(p.zero);
-  return store_->save(info, pieces(/*for_save=*/true));
+  if (!saver_) return store_->save(info, pieces(/*for_save=*/true));
+  saver_->request(info, pieces(/*for_save=*/true));
+  return store_->dir() + "/step-" + std::to_string(step) + " (writing in the background)";
 }
 
 int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {

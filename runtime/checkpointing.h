@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/async_saver.h"
 #include "checkpoint/checkpoint_store.h"
 #include "comm/device_mesh.h"
 #include "comm/mpi_communicator.h"
@@ -31,8 +32,15 @@ class TrainerCheckpoints {
   // checkpoint::CheckpointError, the same on every rank, for resume: PATH that does not load, auto
   // with only damaged checkpoints, or a checkpoint of another model. Collective.
   int64_t resume(const std::function<void(const std::string&)>& log);
-  // Saves and commits the state after `step` optimizer steps; returns the directory. Collective.
+  // Saves the state after `step` optimizer steps (checkpoint.mode: sync commits before returning;
+  // async and async_lazy return while a background thread writes and commits). Returns the
+  // directory. Collective.
   std::string save(int64_t step);
+  // Before the state changes in place (the optimizer step): waits for a lazy snapshot to be taken;
+  // returns the seconds it blocked.
+  double fence();
+  // Waits for the save in flight to commit; returns its directory ("" if none), rethrows its error.
+  std::string finish();
 
  private:
   std::vector<checkpoint::Piece> pieces(bool for_save) const;
@@ -46,6 +54,7 @@ class TrainerCheckpoints {
   std::unique_ptr<comm::MpiCommunicator>
       comm_;  // checkpoint collectives never share the training communicator
   std::unique_ptr<checkpoint::CheckpointStore> store_;
+  std::unique_ptr<checkpoint::AsyncSaver> saver_;  // async modes; declared last: waits first on destruction
 };
 
 }  // namespace atl::runtime

@@ -77,6 +77,7 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("step_s", m.step_seconds)
       .add("comm_bytes", static_cast<int64_t>(m.comm_bytes))
       .add("comm_wait_s", m.comm_wait_seconds)
+      .add("checkpoint_wait_s", m.checkpoint_wait_seconds)
       .add("rss_bytes", static_cast<int64_t>(m.rss_bytes))
       .add("param_bytes", static_cast<int64_t>(m.param_bytes))
       .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))

@@ -19,9 +19,10 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double mfu = 0.0;  // fraction of the measured matrix-product peak
   double step_seconds = 0.0;
-  double comm_wait_seconds = 0.0;  // time blocked on communication in the step (not overlapped)
-  uint64_t comm_bytes = 0;         // bytes this rank sent in the step (all groups)
-  uint64_t rss_bytes = 0;          // resident memory of this process
+  double comm_wait_seconds = 0.0;        // time blocked on communication in the step (not overlapped)
+  double checkpoint_wait_seconds = 0.0;  // time blocked on a lazy checkpoint's snapshot before the update
+  uint64_t comm_bytes = 0;               // bytes this rank sent in the step (all groups)
+  uint64_t rss_bytes = 0;                // resident memory of this process
   // This rank's model state as allocated after the step (its tensor-parallel shard, divided by
   // dp as the ZeRO stage shards it): parameters, gradients, optimizer moments.
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;

@@ -75,14 +75,11 @@ void throw_if_invalid(const Config& config, int world_size) {
   if (!problems.empty()) throw ConfigError(problems);
 }
 
-// Islands (outer optimizers) and asynchronous checkpoints arrive with their issues.
+// Islands (outer optimizers) arrive with their issue.
 void require_supported(const Config& c) {
   if (c.parallel.islands != 1)
     throw std::invalid_argument("parallel.islands = " + std::to_string(c.parallel.islands) +
                                 " is not supported by this build of Atoll yet; set parallel.islands to 1");
-  if (c.checkpoint.mode != "sync")
-    throw std::invalid_argument("checkpoint.mode = " + c.checkpoint.mode +
-                                " is not supported by this build of Atoll yet; set checkpoint.mode to sync");
 }
 
 }  // namespace
@@ -366,6 +363,8 @@ StepMetrics Trainer::train_step() {
   const double grad_norm = s.global_grad_norm();
   optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
   const double lr = s.schedule.at(s.step);
+  // A lazy checkpoint's snapshot must be taken before the state changes.
+  const double checkpoint_wait = s.checkpoints->fence();
   s.optimizer->step(lr);
   s.data_parallel->after_optimizer_step();
   loss_work->wait();
@@ -385,6 +384,7 @@ StepMetrics Trainer::train_step() {
   const CommTotals comm_after = comm_totals(*s.mesh);
   m.comm_bytes = comm_after.bytes - comm_before.bytes;
   m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
+  m.checkpoint_wait_seconds = checkpoint_wait;
   m.rss_bytes = resident_memory_bytes();
   const parallel::ModelStateBytes state = s.model_state_bytes();
   m.param_bytes = state.parameters;
@@ -467,6 +467,8 @@ void Trainer::run() {
       s.log(line);
     }
   }
+  const std::string committed = s.checkpoints->finish();
+  if (!committed.empty()) s.log("checkpoint: " + committed + " committed");
 }
 
 }  // namespace atl::runtime

@@ -1,8 +1,10 @@
 // Checkpoints: N steps, save, a new trainer resumes, N more steps -- bitwise the same losses and
 // parameters as 2N steps straight (1 rank, DP=2 with ZeRO-1, TP=2 x PP=2, by the launched rank
-// count); damaged checkpoints (a flipped byte, a truncated shard, a missing manifest) are refused
-// with a precise error when named and skipped by `resume: auto`; and a checkpoint saved under
-// TP=2 x PP=2 loads under DP=4 with ZeRO-3 and on one rank with the same parameters.
+// count), in each save mode (sync, async, async_lazy with a slowed copy); damaged checkpoints (a flipped
+// byte, a truncated shard, a missing manifest) are refused with a precise error when named and skipped by
+// `resume: auto`; and a checkpoint saved under TP=2 x PP=2 loads under DP=4 with ZeRO-3 and on one rank with
+// the same parameters.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -64,18 +66,27 @@ Trained run_steps(Trainer& trainer, int steps) {
   return out;
 }
 
-TEST_F(Checkpoint, ResumeIsBitwise) {
-  Config config = resume_layout(world(), "ckpt-resume");
+// In each save mode: N steps, save, two more steps while the save proceeds (under async_lazy the
+// copy is slowed so that training reaches the next update before the snapshot is complete), exit;
+// a new trainer resumes at N and trains N more steps, bit for bit as 2N steps straight.
+class CheckpointMode : public Checkpoint, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CheckpointMode, ResumeIsBitwise) {
+  Config config = resume_layout(world(), "ckpt-resume-" + GetParam());
+  config.checkpoint.mode = GetParam();
   const int half = config.train.steps / 2;
   Trainer straight_trainer(config, world(), nullptr);
   const Trained straight = run_steps(straight_trainer, config.train.steps);
 
   config.run.dir += "-interrupted";
   {
+    if (GetParam() == "async_lazy") setenv("ATOLL_CHECKPOINT_COPY_DELAY_MS", "10", 1);
     Trainer first(config, world(), nullptr);
+    unsetenv("ATOLL_CHECKPOINT_COPY_DELAY_MS");
     run_steps(first, half);
     first.save_checkpoint();
-  }
+    run_steps(first, 2);  // the state moves on; the checkpoint must hold step `half`
+  }                       // exit: waits for the commit
   config.checkpoint.resume = "auto";
   Trainer resumed(config, world(), nullptr);
   ASSERT_EQ(resumed.step(), half);
@@ -84,6 +95,8 @@ TEST_F(Checkpoint, ResumeIsBitwise) {
     EXPECT_EQ(second.losses[s], straight.losses[half + s]) << "step " << half + s + 1;
   for (const auto& [name, value] : straight.params) EXPECT_TRUE(second.params.at(name).equal(value)) << name;
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode, ::testing::Values("sync", "async", "async_lazy"));
 
 // Saves at steps 2 and 4; returns the checkpoint directory.
 std::string two_checkpoints(atl::comm::MpiCommunicator& world, Config& config) {

@@ -1,0 +1,82 @@
+#include "checkpoint/async_saver.h"
+
+#include <ATen/ATen.h>
+
+namespace atl::checkpoint {
+
+AsyncSaver::AsyncSaver(const CheckpointStore& store, bool lazy, std::chrono::milliseconds copy_delay)
+    : store_(store), lazy_(lazy), copy_delay_(copy_delay) {}
+
+AsyncSaver::~AsyncSaver() {
+  try {
+    wait();
+  } catch (...) {  // a destructor cannot report; wait() is where errors surface
+  }
+}
+
+void AsyncSaver::snapshot(const std::vector<Piece>& pieces) {
+  // The staging pool is allocated on the first save and reused as long as the pieces keep their sizes.
+  bool reuse = staged_.size() == pieces.size();
+  for (size_t i = 0; reuse && i < pieces.size(); ++i)
+    reuse = staged_[i].data.numel() == pieces[i].data.numel();
+  if (!reuse) {
+    staged_ = pieces;
+    for (Piece& p : staged_) p.data = at::empty_like(p.data, at::MemoryFormat::Contiguous);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (copy_delay_.count() > 0) std::this_thread::sleep_for(copy_delay_);
+    staged_[i].name = pieces[i].name;
+    staged_[i].role = pieces[i].role;
+    staged_[i].global_shape = pieces[i].global_shape;
+    staged_[i].piece = pieces[i].piece;
+    staged_[i].begin = pieces[i].begin;
+    staged_[i].end = pieces[i].end;
+    staged_[i].data.copy_(pieces[i].data);
+  }
+}
+
+void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces) {
+  wait();
+  std::promise<void> copied;
+  std::promise<std::string> committed;
+  copied_ = copied.get_future();
+  committed_ = committed.get_future();
+  if (!lazy_) {
+    at::NoGradGuard no_grad;
+    snapshot(pieces);
+    copied.set_value();
+  }
+  // The worker owns the promises; the live pieces are captured by value (views: cheap).
+  worker_ = std::thread([this, info, pieces, lazy = lazy_, copied = std::move(copied),
+                         committed = std::move(committed)]() mutable {
+    std::string snapshot_error;
+    if (lazy) {
+      try {
+        at::NoGradGuard no_grad;
+        snapshot(pieces);
+      } catch (const std::exception& e) {
+        snapshot_error = std::string("checkpoint: cannot take the snapshot: ") + e.what();
+      }
+      copied.set_value();  // the trainer may go on either way; the error surfaces with the commit
+    }
+    try {
+      // A failed snapshot still takes part in the save's agreement, so no rank waits for it forever.
+      committed.set_value(store_.save(info, staged_, snapshot_error));
+    } catch (...) {
+      committed.set_exception(std::current_exception());
+    }
+  });
+}
+
+void AsyncSaver::fence() {
+  if (copied_.valid()) copied_.wait();  // the copy's error, if any, surfaces through wait()
+}
+
+std::string AsyncSaver::wait() {
+  if (!worker_.joinable()) return "";
+  worker_.join();
+  copied_ = {};
+  return committed_.get();  // rethrows the save's error
+}
+
+}  // namespace atl::checkpoint
