@@ -97,7 +97,7 @@ std::string TrainerCheckpoints::save(int64_t step) {
   info.mesh.set_zero(p.zero);
   if (!saver_) return store_->save(info, pieces(/*for_save=*/true));
   saver_->request(info, pieces(/*for_save=*/true));
-  return store_->dir() + "/step-" + std::to_string(step) + " (writing in the background)";
+  return store_->dir() + "/step-" + std::to_string(step) + ", writing in the background";
 }
 
 int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {
