@@ -14,7 +14,7 @@ AsyncSaver::~AsyncSaver() {
   }
 }
 
-void AsyncSaver::snapshot(const std::vector<Piece>& pieces) {
+void AsyncSaver::snapshot(int64_t step, const std::vector<Piece>& pieces) {
   // The staging pool is allocated on the first save and reused as long as the pieces keep their sizes.
   bool reuse = staged_.size() == pieces.size();
   for (size_t i = 0; reuse && i < pieces.size(); ++i)
@@ -25,6 +25,7 @@ void AsyncSaver::snapshot(const std::vector<Piece>& pieces) {
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (copy_delay_.count() > 0) std::this_thread::sleep_for(copy_delay_);
+    if (i == pieces.size() / 2) store_.die_if_fault("copy", step);
     staged_[i].name = pieces[i].name;
     staged_[i].role = pieces[i].role;
     staged_[i].global_shape = pieces[i].global_shape;
@@ -43,7 +44,7 @@ void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces)
   committed_ = committed.get_future();
   if (!lazy_) {
     at::NoGradGuard no_grad;
-    snapshot(pieces);
+    snapshot(info.step, pieces);
     copied.set_value();
   }
   // The worker owns the promises; the live pieces are captured by value (views: cheap).
@@ -53,7 +54,7 @@ void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces)
     if (lazy) {
       try {
         at::NoGradGuard no_grad;
-        snapshot(pieces);
+        snapshot(info.step, pieces);
       } catch (const std::exception& e) {
         snapshot_error = std::string("checkpoint: cannot take the snapshot: ") + e.what();
       }

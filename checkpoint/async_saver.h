@@ -44,7 +44,7 @@ class AsyncSaver {
   std::string wait();
 
  private:
-  void snapshot(const std::vector<Piece>& pieces);
+  void snapshot(int64_t step, const std::vector<Piece>& pieces);
 
   const CheckpointStore& store_;
   bool lazy_;

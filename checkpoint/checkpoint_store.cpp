@@ -106,7 +106,7 @@ std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& e
 }
 
 CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep)
-    : dir_(std::move(dir)), comm_(comm), keep_(std::max(1, keep)) {}
+    : dir_(std::move(dir)), comm_(comm), keep_(std::max(1, keep)), fault_(fault_from_environment()) {}
 
 void CheckpointStore::remove_partials() const {
   if (comm_.rank() == 0 && fs::is_directory(dir_)) {
@@ -178,6 +178,7 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
       error = e.what();
     }
   }
+  die_if_fault("write", info.step);
   const std::string failed = agreed_error(comm_, error);
   if (!failed.empty())
     throw CheckpointError(failed + " (saving " + name + "; the previous checkpoint stays in place)");
@@ -209,11 +210,13 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
           for (const proto::Chunk& c : t.chunks()) *merged->add_chunks() = c;
         }
       }
+      die_if_fault("manifest", info.step);
       write_file_synced((partial / kManifest).string(), manifest.SerializeAsString());
       fsync_path(partial.string(), true);
       if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step
       fs::rename(partial, final_dir);
       fsync_path(dir_, true);
+      die_if_fault("latest", info.step);
       const std::string latest_tmp = (fs::path(dir_) / "LATEST.tmp").string();
       write_file_synced(latest_tmp, name + "\n");
       fs::rename(latest_tmp, fs::path(dir_) / "LATEST");

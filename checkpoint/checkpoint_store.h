@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint/box.h"
+#include "checkpoint/fault_injection.h"
 #include "checkpoint/manifest.pb.h"
 #include "comm/mpi_communicator.h"
 
@@ -63,6 +64,10 @@ class CheckpointStore {
                    const std::string& local_error = "") const;
   // Committed checkpoints (directories step-N with a manifest), newest first.
   std::vector<std::string> committed() const;
+  // Test hook (fault_injection.h): exits here if ATOLL_CHECKPOINT_FAULT names this phase and step.
+  void die_if_fault(const char* phase, int64_t step) const {
+    checkpoint::die_if_fault(fault_, phase, step, comm_.rank());
+  }
 
  private:
   void prune() const;
@@ -71,6 +76,7 @@ class CheckpointStore {
   std::string dir_;
   const comm::MpiCommunicator& comm_;
   int keep_;
+  std::optional<FaultPoint> fault_;
 };
 
 // Agreement over `comm` after each rank tried something: every rank gets the lowest failing rank's

@@ -95,7 +95,10 @@ std::string TrainerCheckpoints::save(int64_t step) {
   info.mesh.set_dp(p.dp);
   info.mesh.set_tp(p.tp);
   info.mesh.set_zero(p.zero);
-  if (!saver_) return store_->save(info, pieces(/*for_save=*/true));
+  if (!saver_) {
+    store_->die_if_fault("copy", step);  // sync mode has no copy: its save starts here
+    return store_->save(info, pieces(/*for_save=*/true));
+  }
   saver_->request(info, pieces(/*for_save=*/true));
   return store_->dir() + "/step-" + std::to_string(step) + ", writing in the background";
 }

@@ -94,6 +94,30 @@ else
   check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
 fi
 
+# A rank killed at each phase of a save (ATOLL_CHECKPOINT_FAULT) leaves the previous checkpoint
+# committed and chosen: the relaunch resumes from step 2, removes the leftover .partial directory,
+# and commits step 4 itself.
+for fault in copy:4 write:4:1 manifest:4 latest:4; do
+  phase=${fault%%:*}
+  dir="$work/fault-$phase"
+  ATOLL_CHECKPOINT_FAULT=$fault timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.steps=4 \
+    --set checkpoint.every=2 --set checkpoint.mode=async_lazy --set run.dir="$dir" >"$dir.log" 2>&1
+  died=$?
+  timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.steps=4 --set checkpoint.every=2 --set run.dir="$dir" \
+    >"$dir.resume.log" 2>&1
+  resumed=$?
+  if [[ $died -ne 0 && $resumed -eq 0 ]] && grep -q "dies saving step 4 ($phase)" "$dir.log" &&
+     grep -q "resumed from $dir/checkpoints/step-2 at step 2" "$dir.resume.log" &&
+     [[ -s "$dir/checkpoints/step-4/manifest.pb" && $(cat "$dir/checkpoints/LATEST") == step-4 ]] &&
+     ! ls -d "$dir"/checkpoints/*.partial >/dev/null 2>&1; then
+    check ok "crash at save phase '$phase': previous checkpoint kept and chosen, leftovers cleaned"
+  else
+    check fail "crash at save phase '$phase' (first run exit $died, resume exit $resumed)"
+    sed 's/^/    /' "$dir.log" | grep -v '^    |' | tail -5
+    sed 's/^/    /' "$dir.resume.log" | grep -v '^    |' | tail -5
+  fi
+done
+
 expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
 expect_error other_model "holds the model \{vocab=256 dim=32 .*\} but the config has \{vocab=256 dim=48" 2 train "$work/tiny.yaml" \
   --set run.dir="$work/ckpt" --set model.dim=48
