@@ -25,19 +25,6 @@ namespace {
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kManifest = "manifest.pb";
 
-const char* role_name(proto::Role role) {
-  switch (role) {
-    case proto::PARAM:
-      return "param";
-    case proto::EXP_AVG:
-      return "exp_avg";
-    case proto::EXP_AVG_SQ:
-      return "exp_avg_sq";
-    default:
-      return "unspecified";
-  }
-}
-
 std::string describe(const proto::Tensor& t) {
   return t.name() + " (" + role_name(t.role()) + ")";
 }
@@ -92,6 +79,19 @@ std::string chunk_key(const Piece& piece, const Box& box) {
 }
 
 }  // namespace
+
+const char* role_name(proto::Role role) {
+  switch (role) {
+    case proto::PARAM:
+      return "param";
+    case proto::EXP_AVG:
+      return "exp_avg";
+    case proto::EXP_AVG_SQ:
+      return "exp_avg_sq";
+    default:
+      return "unspecified";
+  }
+}
 
 std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& error) {
   int first = error.empty() ? comm.size() : comm.rank();
@@ -278,32 +278,36 @@ proto::Manifest read_manifest(const std::string& checkpoint_dir) {
   return manifest;
 }
 
+at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t, const proto::Chunk& c) {
+  const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (size < c.byte_offset() + c.length())
+    throw CheckpointError("checkpoint: shard " + path + " is truncated: " + describe(t) +
+                          " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
+                          " but the file has " + std::to_string(size));
+  at::Tensor data = at::empty({static_cast<int64_t>(c.length() / sizeof(float))}, at::kFloat);
+  in.seekg(static_cast<std::streamoff>(c.byte_offset()));
+  in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.length()));
+  if (!in) throw CheckpointError("checkpoint: cannot read " + path);
+  if (crc32c(data.data_ptr(), c.length()) != c.crc32c())
+    throw CheckpointError("checkpoint: checksum mismatch in " + path + " for " + describe(t) + " at byte " +
+                          std::to_string(c.byte_offset()) + ": the file is corrupt");
+  return data;
+}
+
 void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manifest,
                  const std::vector<Piece>& pieces) {
   std::map<std::pair<std::string, int>, const proto::Tensor*> tensors;
   for (const proto::Tensor& t : manifest.tensors()) tensors[{t.name(), t.role()}] = &t;
   std::map<std::pair<std::string, uint64_t>, at::Tensor> chunk_data;  // read once per load
-  const auto read_chunk = [&](const proto::Tensor& t, const proto::Chunk& c) -> at::Tensor {
+  const auto read_cached = [&](const proto::Tensor& t, const proto::Chunk& c) -> at::Tensor {
     const auto key = std::make_pair(c.file(), c.byte_offset());
     if (auto it = chunk_data.find(key); it != chunk_data.end()) return it->second;
-    const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
-    in.seekg(0, std::ios::end);
-    const uint64_t size = static_cast<uint64_t>(in.tellg());
-    if (size < c.byte_offset() + c.length())
-      throw CheckpointError("checkpoint: shard " + path + " is truncated: " + describe(t) +
-                            " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
-                            " but the file has " + std::to_string(size));
-    at::Tensor data = at::empty({static_cast<int64_t>(c.length() / sizeof(float))}, at::kFloat);
-    in.seekg(static_cast<std::streamoff>(c.byte_offset()));
-    in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.length()));
-    if (!in) throw CheckpointError("checkpoint: cannot read " + path);
-    if (crc32c(data.data_ptr(), c.length()) != c.crc32c())
-      throw CheckpointError("checkpoint: checksum mismatch in " + path + " for " + describe(t) + " at byte " +
-                            std::to_string(c.byte_offset()) + ": the file is corrupt");
-    return chunk_data[key] = data;
+    return chunk_data[key] = read_chunk(checkpoint_dir, t, c);
   };
 
   for (const Piece& piece : pieces) {
@@ -324,7 +328,7 @@ void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manif
         const Box stored{{c.offsets().begin(), c.offsets().end()}, {c.sizes().begin(), c.sizes().end()}};
         const std::optional<Box> common = intersect(rb.box, stored);
         if (!common) continue;
-        at::Tensor from = read_chunk(t, c).view(stored.sizes), to = target;
+        at::Tensor from = read_cached(t, c).view(stored.sizes), to = target;
         for (size_t d = 0; d < stored.sizes.size(); ++d) {
           from =
               from.narrow(static_cast<int64_t>(d), common->offsets[d] - stored.offsets[d], common->sizes[d]);

@@ -83,8 +83,15 @@ class CheckpointStore {
 // `error`, or an empty string when every rank's was empty. Collective.
 std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& error);
 
+// "param", "exp_avg", "exp_avg_sq".
+const char* role_name(proto::Role role);
+
 // Reads and parses DIR/manifest.pb; CheckpointError when missing or corrupt.
 proto::Manifest read_manifest(const std::string& checkpoint_dir);
+// One chunk's data (fp32), checked against its CRC-32C; CheckpointError naming the file and tensor
+// on a missing or short file or a checksum mismatch.
+at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& tensor,
+                      const proto::Chunk& chunk);
 // Fills every piece's data from the checkpoint, reading only the chunks that intersect it and
 // checking each chunk's CRC-32C; CheckpointError naming the file and tensor on a missing or short
 // file, a checksum mismatch, or a tensor the checkpoint does not cover.

@@ -13,6 +13,7 @@ int train_command(int argc, char** argv);  // needs argc/argv for MPI_Init
 int launch_command(const Args& args);
 int data_command(const Args& args);
 int plan_command(const Args& args);
+int ckpt_command(const Args& args);
 
 // CONFIG [--set k=v]... parsed; everything else is left in `rest`.
 struct ConfigArgs {

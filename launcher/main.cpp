@@ -18,6 +18,7 @@ commands:
                                                     start mpirun with the rank count of the layout
   data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
+  ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (command == "launch") return atl::launcher::launch_command(rest);
     if (command == "data") return atl::launcher::data_command(rest);
     if (command == "plan") return atl::launcher::plan_command(rest);
+    if (command == "ckpt") return atl::launcher::ckpt_command(rest);
   } catch (const std::exception& e) {
     std::cerr << "atoll: error: " << e.what() << "\n";
     return 1;

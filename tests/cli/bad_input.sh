@@ -118,6 +118,24 @@ for fault in copy:4 write:4:1 manifest:4 latest:4; do
   fi
 done
 
+# atoll ckpt inspect: a good checkpoint verifies; a flipped byte is found and named.
+if "$atoll" ckpt inspect "$work/ckpt/checkpoints" >"$work/inspect.log" 2>&1 &&
+   grep -q "^step 9, 576 tokens, seed 3, saved by islands 1 x pp 1 x dp 2 x tp 1, ZeRO 0" "$work/inspect.log" &&
+   grep -q "every checksum verified" "$work/inspect.log"; then
+  check ok "ckpt inspect: layout, tensors and verified checksums"
+else
+  check fail "ckpt inspect"; sed 's/^/    /' "$work/inspect.log" | head -20
+fi
+cp -r "$work/ckpt/checkpoints/step-9" "$work/damaged"
+shard="$work/damaged/rank-00000.safetensors"  # dp rank 0 writes everything without ZeRO
+printf '\xff' | dd of="$shard" bs=1 seek=$(($(stat -c %s "$shard") - 100)) conv=notrunc status=none
+if ! "$atoll" ckpt inspect "$work/damaged" >"$work/inspect_bad.log" 2>&1 &&
+   grep -q "checksum mismatch in $work/damaged/rank-00000.safetensors" "$work/inspect_bad.log"; then
+  check ok "ckpt inspect: a flipped byte is named and exits non-zero"
+else
+  check fail "ckpt inspect of a damaged checkpoint"; sed 's/^/    /' "$work/inspect_bad.log" | tail -5
+fi
+
 expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
 expect_error other_model "holds the model \{vocab=256 dim=32 .*\} but the config has \{vocab=256 dim=48" 2 train "$work/tiny.yaml" \
   --set run.dir="$work/ckpt" --set model.dim=48

@@ -1,0 +1,88 @@
+// `atoll ckpt inspect DIR`: what a checkpoint holds -- step, tokens, the layout it was saved under,
+// the model, and per tensor its role, global shape, chunks and bytes -- with every chunk's CRC-32C
+// verified. DIR is a checkpoint (step-N) or a directory of them (its LATEST is inspected). No MPI.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "checkpoint/checkpoint_store.h"
+#include "launcher/commands.h"
+#include "runtime/metrics.h"
+
+namespace atl::launcher {
+namespace {
+
+constexpr const char* kCkptUsage = "atoll ckpt inspect DIR";
+
+// DIR itself when it holds a manifest, else the checkpoint its LATEST names.
+std::string checkpoint_in(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(dir) / "manifest.pb")) return dir;
+  std::ifstream latest(fs::path(dir) / "LATEST");
+  std::string named;
+  if (latest >> named) return (fs::path(dir) / named).string();
+  return dir;  // read_manifest explains what is missing
+}
+
+std::string shape_of(const checkpoint::proto::Tensor& t) {
+  std::string s;
+  for (int64_t d : t.global_shape()) s += (s.empty() ? "" : " x ") + std::to_string(d);
+  return s;
+}
+
+int inspect(const std::string& dir_arg) {
+  const std::string dir = checkpoint_in(dir_arg);
+  const checkpoint::proto::Manifest m = checkpoint::read_manifest(dir);
+  std::printf(
+      "checkpoint %s\nstep %lld, %lld tokens, seed %lld, saved by islands %d x pp %d x dp %d x tp %d, ZeRO "
+      "%d\n",
+      dir.c_str(), static_cast<long long>(m.step()), static_cast<long long>(m.tokens()),
+      static_cast<long long>(m.seed()), m.mesh().islands(), m.mesh().pp(), m.mesh().dp(), m.mesh().tp(),
+      m.mesh().zero());
+  std::printf("model %s\n\n%-45s %-10s %-14s %6s %10s  %s\n", m.model_config().c_str(), "tensor", "role",
+              "shape", "chunks", "bytes", "checksums");
+  int bad = 0;
+  uint64_t total = 0, chunks = 0;
+  for (const checkpoint::proto::Tensor& t : m.tensors()) {
+    uint64_t bytes = 0;
+    std::string problem;
+    for (const checkpoint::proto::Chunk& c : t.chunks()) {
+      bytes += c.length();
+      try {
+        checkpoint::read_chunk(dir, t, c);
+      } catch (const checkpoint::CheckpointError& e) {
+        if (problem.empty()) problem = e.what();
+      }
+    }
+    total += bytes;
+    chunks += static_cast<uint64_t>(t.chunks_size());
+    bad += problem.empty() ? 0 : 1;
+    std::printf("%-45s %-10s %-14s %6d %10s  %s\n", t.name().c_str(), checkpoint::role_name(t.role()),
+                shape_of(t).c_str(), t.chunks_size(),
+                runtime::format_bytes(static_cast<double>(bytes)).c_str(),
+                problem.empty() ? "ok" : problem.c_str());
+  }
+  std::printf("\n%d tensors, %llu chunks, %s: %s\n", m.tensors_size(),
+              static_cast<unsigned long long>(chunks),
+              runtime::format_bytes(static_cast<double>(total)).c_str(),
+              bad == 0 ? "every checksum verified" : (std::to_string(bad) + " tensors damaged").c_str());
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int ckpt_command(const Args& args) {
+  if (wants_help(args) || args.empty()) {
+    std::cout << "usage: " << kCkptUsage
+              << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
+                 "damaged).\n"
+              << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "inspect" || args.size() != 2)
+    throw std::invalid_argument("expected `" + std::string(kCkptUsage) + "`");
+  return inspect(args[1]);
+}
+
+}  // namespace atl::launcher
