@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <regex>
 #include <stdexcept>
 
 #include "checkpoint/crc32c.h"
@@ -84,6 +86,57 @@ std::vector<WrittenTensor> write_safetensors(const std::string& path,
   }
   ::close(fd);
   return written;
+}
+
+static at::ScalarType dtype_of(const std::string& name, const std::string& path) {
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble, at::kLong, at::kInt})
+    if (safetensors_dtype(t) == name) return t;
+  throw std::runtime_error("safetensors: " + path + " holds dtype " + name + ", which Atoll does not read");
+}
+
+std::vector<NamedTensor> read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("safetensors: cannot open " + path);
+  unsigned char length[8];
+  in.read(reinterpret_cast<char*>(length), 8);
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | length[i];
+  if (!in || header_size > (uint64_t{1} << 30))
+    throw std::runtime_error("safetensors: " + path + " has no valid header");
+  std::string header(header_size, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_size));
+  if (!in) throw std::runtime_error("safetensors: " + path + " is truncated in its header");
+  const uint64_t data_start = 8 + header_size;
+  // Each entry: "NAME":{"dtype":"F32","shape":[..],"data_offsets":[begin,end]} (keys in any order).
+  const std::regex entry(R"re("([^"]+)"\s*:\s*\{([^{}]*)\})re");
+  const std::regex dtype_re(R"re("dtype"\s*:\s*"([A-Z0-9]+)")re"),
+      shape_re(R"re("shape"\s*:\s*\[([0-9,\s]*)\])re"),
+      offsets_re(R"re("data_offsets"\s*:\s*\[\s*([0-9]+)\s*,\s*([0-9]+)\s*\])re");
+  const std::regex number("[0-9]+");
+  std::vector<NamedTensor> tensors;
+  for (std::sregex_iterator it(header.begin(), header.end(), entry), end; it != end; ++it) {
+    const std::string name = (*it)[1].str(), body = (*it)[2].str();
+    if (name == "__metadata__") continue;
+    std::smatch dtype, shape, offsets;
+    if (!std::regex_search(body, dtype, dtype_re) || !std::regex_search(body, shape, shape_re) ||
+        !std::regex_search(body, offsets, offsets_re))
+      throw std::runtime_error("safetensors: " + path + ": malformed entry for " + name);
+    std::vector<int64_t> sizes;
+    const std::string dims = shape[1].str();
+    for (std::sregex_iterator d(dims.begin(), dims.end(), number), e; d != e; ++d)
+      sizes.push_back(std::stoll(d->str()));
+    const uint64_t begin = std::stoull(offsets[1].str()), finish = std::stoull(offsets[2].str());
+    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype_of(dtype[1].str(), path)));
+    if (finish - begin != t.nbytes())
+      throw std::runtime_error("safetensors: " + path + ": " + name + " has " +
+                               std::to_string(finish - begin) + " bytes for its shape");
+    in.seekg(static_cast<std::streamoff>(data_start + begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    if (!in)
+      throw std::runtime_error("safetensors: " + path + " is truncated: " + name + " runs past its end");
+    tensors.push_back({name, t});
+  }
+  return tensors;
 }
 
 }  // namespace atl::checkpoint

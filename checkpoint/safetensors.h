@@ -30,3 +30,11 @@ std::vector<WrittenTensor> write_safetensors(const std::string& path,
 std::string safetensors_dtype(at::ScalarType dtype);
 
 }  // namespace atl::checkpoint
+
+namespace atl::checkpoint {
+
+// Reads every tensor of a safetensors file (F32, BF16, F16, F64, I64, I32), as CPU tensors by name.
+// std::runtime_error naming the file on a malformed header or short data.
+std::vector<NamedTensor> read_safetensors(const std::string& path);
+
+}  // namespace atl::checkpoint

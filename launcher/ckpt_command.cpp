@@ -1,4 +1,5 @@
-// `atoll ckpt inspect DIR`: what a checkpoint holds -- step, tokens, the layout it was saved under,
+// `atoll ckpt inspect DIR` and `atoll ckpt export DIR --out FILE` (checkpoint/export.h).
+// inspect: what a checkpoint holds -- step, tokens, the layout it was saved under,
 // the model, and per tensor its role, global shape, chunks and bytes -- with every chunk's CRC-32C
 // verified. DIR is a checkpoint (step-N) or a directory of them (its LATEST is inspected). No MPI.
 #include <cstdio>
@@ -7,13 +8,14 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/export.h"
 #include "launcher/commands.h"
 #include "runtime/metrics.h"
 
 namespace atl::launcher {
 namespace {
 
-constexpr const char* kCkptUsage = "atoll ckpt inspect DIR";
+constexpr const char* kCkptUsage = "atoll ckpt inspect DIR | atoll ckpt export DIR --out FILE.safetensors";
 
 // DIR itself when it holds a manifest, else the checkpoint its LATEST names.
 std::string checkpoint_in(const std::string& dir) {
@@ -74,15 +76,22 @@ int inspect(const std::string& dir_arg) {
 
 int ckpt_command(const Args& args) {
   if (wants_help(args) || args.empty()) {
-    std::cout << "usage: " << kCkptUsage
-              << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
-                 "damaged).\n"
-              << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
+    std::cout
+        << "usage: " << kCkptUsage
+        << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
+           "damaged).\n"
+        << "export: one fp32 safetensors file of the parameters under Hugging Face Llama names, and a\n"
+        << "config.json beside it for transformers.LlamaForCausalLM (train from it with model.init_from).\n"
+        << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
     return args.empty() ? 2 : 0;
   }
-  if (args[0] != "inspect" || args.size() != 2)
-    throw std::invalid_argument("expected `" + std::string(kCkptUsage) + "`");
-  return inspect(args[1]);
+  if (args[0] == "inspect" && args.size() == 2) return inspect(args[1]);
+  if (args[0] == "export" && args.size() == 4 && args[2] == "--out") {
+    const int n = checkpoint::export_consolidated(checkpoint_in(args[1]), args[3]);
+    std::cout << "exported " << n << " tensors to " << args[3] << " (and config.json beside it)\n";
+    return 0;
+  }
+  throw std::invalid_argument("expected `" + std::string(kCkptUsage) + "`");
 }
 
 }  // namespace atl::launcher

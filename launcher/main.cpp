@@ -19,6 +19,7 @@ commands:
   data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
+  ckpt export DIR --out FILE.safetensors            consolidated Hugging Face weights + config.json
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)

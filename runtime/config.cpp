@@ -303,6 +303,7 @@ const std::vector<Field>& fields() {
         model("rope_theta", &ModelConfig::rope_theta, above(0)),
         model("norm_eps", &ModelConfig::norm_eps, above(0)),
         model("init_std", &ModelConfig::init_std, above(0)),
+        model("init_from", &ModelConfig::init_from),
         parallel("islands", &ParallelConfig::islands, at_least(1)),
         parallel("pp", &ParallelConfig::pp, at_least(1)),
         parallel("dp", &ParallelConfig::dp, at_least(1)),

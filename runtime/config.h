@@ -28,6 +28,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   double init_std = 0.02;
+  std::string init_from =
+      "none";  // a safetensors file of canonical weights (atoll ckpt export) to start from
 };
 
 struct ParallelConfig {

@@ -1,5 +1,6 @@
 #include "runtime/llama.h"
 
+#include "checkpoint/safetensors.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/attention.h"
 
@@ -307,6 +308,34 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
         at::normal(0.0, output_projection ? scaled_std : config.init_std, spec.canonical_shape, gen);
     local.copy_(LlamaModel::shard_of(config, tp_size, tp_rank, spec.name, canonical));
   }
+}
+
+std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path) {
+  std::map<std::string, at::Tensor> weights;
+  try {
+    for (checkpoint::NamedTensor& t : checkpoint::read_safetensors(path))
+      weights[t.name] = std::move(t.tensor);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("model.init_from: ") + e.what());
+  }
+  for (const ParamSpec& spec : param_specs(config)) {
+    auto it = weights.find(spec.name);
+    if (it == weights.end())
+      throw std::invalid_argument("model.init_from: " + path + " has no " + spec.name +
+                                  "; export the weights of this model (atoll ckpt export)");
+    if (it->second.sizes().vec() != spec.canonical_shape)
+      throw std::invalid_argument("model.init_from: " + spec.name + " in " + path +
+                                  " has another shape than this model's; check the model section");
+  }
+  return weights;
+}
+
+void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                          const parallel::FlatParameters& params, int tp_size, int tp_rank) {
+  at::NoGradGuard no_grad;
+  for (const parallel::FlatEntry& e : params.entries())
+    e.value.copy_(
+        LlamaModel::shard_of(config, tp_size, tp_rank, e.info.name, weights.at(e.info.name).to(at::kFloat)));
 }
 
 }  // namespace atl::runtime

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -117,5 +118,13 @@ double training_flops_per_token(const ModelConfig& config);
 // its slice of the same full tensor, so every layout starts from the same weights.
 void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params,
                            int tp_size = 1, int tp_rank = 0);
+
+// model.init_from: reads a safetensors file of canonical weights (atoll ckpt export, or Hugging
+// Face names and shapes in fp32/bf16/fp16) and checks that it holds every parameter of `config`
+// with its canonical shape; std::invalid_argument naming the file and the first problem.
+std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path);
+// Copies each parameter this rank holds from `weights` (its tensor-parallel slice, padded vocabulary).
+void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                          const parallel::FlatParameters& params, int tp_size, int tp_rank);
 
 }  // namespace atl::runtime

@@ -124,6 +124,7 @@ struct Trainer::State {
   std::unique_ptr<parallel::ShardedDataParallel> data_parallel;
   std::unique_ptr<optim::FlatAdamW> optimizer;
   std::unique_ptr<TrainerCheckpoints> checkpoints;
+  std::map<std::string, at::Tensor> initial_weights;  // model.init_from, read in the local checks
   optim::LrSchedule schedule;
   std::unique_ptr<SequenceSource> train_data, val_data;
   std::unique_ptr<MetricsLog> metrics;
@@ -184,6 +185,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                                     static_cast<uint64_t>(config.run.seed));
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
                                                   static_cast<uint64_t>(config.run.seed));
+    if (config.model.init_from != "none")
+      s.initial_weights = read_initial_weights(config.model, config.model.init_from);
     if (config.train.eval_every > 0 && s.val_data->num_sequences() < config.train.eval_sequences)
       throw std::invalid_argument("train.eval_sequences = " + std::to_string(config.train.eval_sequences) +
                                   " but " + config.data.val + " holds only " +
@@ -230,6 +233,10 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                             /*element_bytes=*/4),
       at::kFloat);
   initialize_parameters(config.model, config.run.seed, *s.params, tp_size, tp_rank);
+  if (!s.initial_weights.empty()) {
+    load_initial_weights(config.model, s.initial_weights, *s.params, tp_size, tp_rank);
+    s.initial_weights.clear();
+  }
   s.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
       *s.params, s.mesh->dp(), zero, dtype_named(config.parallel.reduce_dtype));
   parallel::ParameterGate* gate = zero >= 1 ? s.data_parallel.get() : nullptr;

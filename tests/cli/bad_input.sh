@@ -136,6 +136,18 @@ else
   check fail "ckpt inspect of a damaged checkpoint"; sed 's/^/    /' "$work/inspect_bad.log" | tail -5
 fi
 
+# atoll ckpt export: consolidated weights and a config.json; a new run starts from them.
+if "$atoll" ckpt export "$work/ckpt/checkpoints" --out "$work/export/model.safetensors" >"$work/export.log" 2>&1 &&
+   grep -q '"architectures": \["LlamaForCausalLM"\]' "$work/export/config.json" &&
+   timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.init_from="$work/export/model.safetensors" \
+     --set checkpoint.resume=none --set train.steps=2 --set run.dir="$work/from-export" >"$work/from_export.log" 2>&1; then
+  check ok "ckpt export: consolidated safetensors + config.json; model.init_from trains from them"
+else
+  check fail "ckpt export / init_from"; sed 's/^/    /' "$work/export.log" "$work/from_export.log" | tail -10
+fi
+expect_error init_from_other_model "model.init_from: .*model.safetensors has no model.layers.1.input_layernorm.weight" 2 train \
+  "$work/tiny.yaml" --set model.init_from="$work/export/model.safetensors" --set model.layers=3
+
 expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
 expect_error other_model "holds the model \{vocab=256 dim=32 .*\} but the config has \{vocab=256 dim=48" 2 train "$work/tiny.yaml" \
   --set run.dir="$work/ckpt" --set model.dim=48

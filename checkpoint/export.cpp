@@ -1,0 +1,74 @@
+#include "checkpoint/export.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/safetensors.h"
+
+namespace atl::checkpoint {
+namespace {
+
+// The manifest's model description ("vocab=256 dim=64 ...") as key -> value.
+std::map<std::string, std::string> model_fields(const std::string& description) {
+  std::map<std::string, std::string> fields;
+  std::istringstream in(description);
+  std::string pair;
+  while (in >> pair) {
+    const size_t eq = pair.find('=');
+    if (eq != std::string::npos) fields[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  return fields;
+}
+
+std::string hugging_face_config(const std::map<std::string, std::string>& m) {
+  const auto field = [&m](const std::string& key) {
+    auto it = m.find(key);
+    if (it == m.end()) throw CheckpointError("checkpoint: the manifest's model lacks " + key);
+    return it->second;
+  };
+  return "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+         "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"float32\",\n"
+         "  \"vocab_size\": " +
+         field("vocab") + ",\n  \"hidden_size\": " + field("dim") +
+         ",\n  \"intermediate_size\": " + field("ffn") + ",\n  \"num_hidden_layers\": " + field("layers") +
+         ",\n  \"num_attention_heads\": " + field("heads") +
+         ",\n  \"num_key_value_heads\": " + field("kv_heads") +
+         ",\n  \"max_position_embeddings\": " + field("seq") + ",\n  \"rms_norm_eps\": " + field("norm_eps") +
+         ",\n  \"rope_theta\": " + field("rope_theta") +
+         ",\n  \"tie_word_embeddings\": " + field("tie_embeddings") +
+         ",\n  \"attention_bias\": false,\n  \"mlp_bias\": false\n}\n";
+}
+
+}  // namespace
+
+int export_consolidated(const std::string& checkpoint_dir, const std::string& out_file) {
+  const proto::Manifest manifest = read_manifest(checkpoint_dir);
+  std::vector<NamedTensor> tensors;
+  for (const proto::Tensor& t : manifest.tensors()) {
+    if (t.role() != proto::PARAM) continue;
+    at::Tensor full =
+        at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
+    for (const proto::Chunk& c : t.chunks()) {
+      at::Tensor region = full;
+      for (int d = 0; d < c.offsets_size(); ++d) region = region.narrow(d, c.offsets(d), c.sizes(d));
+      region.copy_(
+          read_chunk(checkpoint_dir, t, c).view(std::vector<int64_t>(c.sizes().begin(), c.sizes().end())));
+    }
+    tensors.push_back({t.name(), full});
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
+  const std::filesystem::path out(out_file);
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  write_safetensors(out.string(), tensors);
+  std::ofstream(out.parent_path() / "config.json")
+      << hugging_face_config(model_fields(manifest.model_config()));
+  return static_cast<int>(tensors.size());
+}
+
+}  // namespace atl::checkpoint
