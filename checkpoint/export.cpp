@@ -46,11 +46,11 @@ std::string hugging_face_config(const std::map<std::string, std::string>& m) {
 
 }  // namespace
 
-int export_consolidated(const std::string& checkpoint_dir, const std::string& out_file) {
+std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role) {
   const proto::Manifest manifest = read_manifest(checkpoint_dir);
-  std::vector<NamedTensor> tensors;
+  std::map<std::string, at::Tensor> tensors;
   for (const proto::Tensor& t : manifest.tensors()) {
-    if (t.role() != proto::PARAM) continue;
+    if (t.role() != role) continue;
     at::Tensor full =
         at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
     for (const proto::Chunk& c : t.chunks()) {
@@ -59,15 +59,19 @@ int export_consolidated(const std::string& checkpoint_dir, const std::string& ou
       region.copy_(
           read_chunk(checkpoint_dir, t, c).view(std::vector<int64_t>(c.sizes().begin(), c.sizes().end())));
     }
-    tensors.push_back({t.name(), full});
+    tensors[t.name()] = full;
   }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
+  return tensors;
+}
+
+int export_consolidated(const std::string& checkpoint_dir, const std::string& out_file) {
+  std::vector<NamedTensor> tensors;  // sorted by name, as the map is
+  for (auto& [name, tensor] : consolidated(checkpoint_dir, proto::PARAM)) tensors.push_back({name, tensor});
   const std::filesystem::path out(out_file);
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   write_safetensors(out.string(), tensors);
   std::ofstream(out.parent_path() / "config.json")
-      << hugging_face_config(model_fields(manifest.model_config()));
+      << hugging_face_config(model_fields(read_manifest(checkpoint_dir).model_config()));
   return static_cast<int>(tensors.size());
 }
 

@@ -3,9 +3,18 @@
 // transformers.LlamaForCausalLM accepts -- whatever layout the checkpoint was saved under.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <map>
 #include <string>
 
+#include "checkpoint/manifest.pb.h"
+
 namespace atl::checkpoint {
+
+// Every tensor of `role` in the checkpoint, assembled from its chunks into its global shape (fp32),
+// by canonical name. CheckpointError on a damaged checkpoint.
+std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role);
 
 // Writes OUT (safetensors) and config.json in OUT's directory; CheckpointError on a damaged
 // checkpoint. Returns the number of tensors written.
