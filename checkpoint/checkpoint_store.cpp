@@ -105,8 +105,12 @@ std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& e
   return message;
 }
 
-CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep)
-    : dir_(std::move(dir)), comm_(comm), keep_(std::max(1, keep)), fault_(fault_from_environment()) {}
+CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every)
+    : dir_(std::move(dir)),
+      comm_(comm),
+      keep_(std::max(1, keep)),
+      keep_every_(std::max(0, keep_every)),
+      fault_(fault_from_environment()) {}
 
 void CheckpointStore::remove_partials() const {
   if (comm_.rank() == 0 && fs::is_directory(dir_)) {
@@ -258,7 +262,11 @@ std::vector<std::string> CheckpointStore::committed() const {
 
 void CheckpointStore::prune() const {
   const std::vector<std::string> dirs = committed();
-  for (size_t i = static_cast<size_t>(keep_); i < dirs.size(); ++i) fs::remove_all(dirs[i]);
+  for (size_t i = static_cast<size_t>(keep_); i < dirs.size(); ++i) {
+    const int64_t step = std::stoll(fs::path(dirs[i]).filename().string().substr(5));  // step-N
+    if (keep_every_ > 0 && step % keep_every_ == 0) continue;
+    fs::remove_all(dirs[i]);
+  }
 }
 
 proto::Manifest read_manifest(const std::string& checkpoint_dir) {

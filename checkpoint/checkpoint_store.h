@@ -51,8 +51,9 @@ struct SaveInfo {
 class CheckpointStore {
  public:
   // `comm`: a communicator of the checkpointing ranks for this store alone. `keep`: committed
-  // checkpoints kept (>= 1; the newest is never deleted).
-  CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep);
+  // checkpoints kept (>= 1; the newest is never deleted); `keep_every` (> 0): also keep those whose
+  // step is a multiple of it.
+  CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every = 0);
 
   const std::string& dir() const { return dir_; }
   // Rank 0 removes `*.partial` leftovers of interrupted saves. Collective.
@@ -75,7 +76,7 @@ class CheckpointStore {
 
   std::string dir_;
   const comm::MpiCommunicator& comm_;
-  int keep_;
+  int keep_, keep_every_;
   std::optional<FaultPoint> fault_;
 };
 

@@ -20,8 +20,8 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
       data_parallel_(data_parallel),
       optimizer_(optimizer),
       comm_(world.split(0, world.rank(), "checkpoint")),
-      store_(std::make_unique<checkpoint::CheckpointStore>(config.checkpoint_dir(), *comm_,
-                                                           config.checkpoint.keep)) {
+      store_(std::make_unique<checkpoint::CheckpointStore>(
+          config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every)) {
   store_->remove_partials();
   if (config.checkpoint.mode != "sync") {
     // Test hook: ATOLL_CHECKPOINT_COPY_DELAY_MS slows the snapshot copy (lazy-mode correctness tests).

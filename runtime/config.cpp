@@ -335,6 +335,7 @@ const std::vector<Field>& fields() {
         checkpoint("dir", &CheckpointConfig::dir),
         checkpoint("every", &CheckpointConfig::every, at_least(0)),
         checkpoint("keep", &CheckpointConfig::keep, at_least(1)),
+        checkpoint("keep_every", &CheckpointConfig::keep_every, at_least(0)),
         checkpoint("mode", &CheckpointConfig::mode, {}, {"sync", "async", "async_lazy"}),
         checkpoint("resume", &CheckpointConfig::resume),
     };

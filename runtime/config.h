@@ -83,6 +83,7 @@ struct CheckpointConfig {
   std::string dir = "auto";   // auto: <run.dir>/checkpoints
   int every = 0;              // save after every `every` steps and after the last one; 0: never
   int keep = 3;               // committed checkpoints kept (the newest is never deleted)
+  int keep_every = 0;         // also keep every checkpoint whose step is a multiple of this; 0: none
   std::string mode = "sync";  // sync (the trainer waits for the write); async, async_lazy: not built yet
   std::string resume =
       "auto";  // auto: the newest valid checkpoint in dir, if any | none | a checkpoint directory

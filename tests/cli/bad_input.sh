@@ -118,6 +118,15 @@ for fault in copy:4 write:4:1 manifest:4 latest:4; do
   fi
 done
 
+# Retention: the newest 2, plus every multiple of 3.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set checkpoint.every=1 --set checkpoint.keep=2 \
+  --set checkpoint.keep_every=3 --set run.dir="$work/retention" >"$work/retention.log" 2>&1
+if [[ "$(cd "$work/retention/checkpoints" && echo step-*)" == "step-3 step-5 step-6" ]]; then
+  check ok "retention: keep 2 plus every 3rd"
+else
+  check fail "retention: $(ls "$work/retention/checkpoints" | tr '\n' ' ')"
+fi
+
 # atoll ckpt inspect: a good checkpoint verifies; a flipped byte is found and named.
 if "$atoll" ckpt inspect "$work/ckpt/checkpoints" >"$work/inspect.log" 2>&1 &&
    grep -q "^step 9, 576 tokens, seed 3, saved by islands 1 x pp 1 x dp 2 x tp 1, ZeRO 0" "$work/inspect.log" &&

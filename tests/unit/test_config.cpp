@@ -309,7 +309,7 @@ train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequen
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
 data:     { train: "~", val: "true" }
-checkpoint: { dir: ckpts, every: 5, keep: 2, mode: async_lazy, resume: none }
+checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }
 )");
 }
 
