@@ -185,6 +185,16 @@ inline void expect_model_state_as_planned(Config config) {
   EXPECT_PRED2(within_5_percent, static_cast<double>(measured.optimizer), planned.optimizer_bytes);
 }
 
+// Rank 0's string on every rank of `comm` (e.g. the run directory all ranks of a job share, where
+// each rank made its own).
+inline std::string from_rank0(atl::comm::MpiCommunicator& comm, std::string text) {
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm.handle());
+  text.resize(length);
+  MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm.handle());
+  return text;
+}
+
 // The tiny config on its own data, laid out as pp x dp x tp over all launched ranks.
 inline Config layout(const std::string& tag, int tp, int pp = 1) {
   const int world_size = atl::test::MpiTestEnv::runtime().world()->size();

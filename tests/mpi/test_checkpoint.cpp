@@ -28,20 +28,11 @@ class Checkpoint : public ::testing::Test {
   std::shared_ptr<atl::comm::MpiCommunicator> world_ = atl::test::MpiTestEnv::runtime().world();
 };
 
-// Rank 0's string on every rank: the run directory all ranks of a job share.
-std::string from_rank0(atl::comm::MpiCommunicator& comm, std::string text) {
-  int length = static_cast<int>(text.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm.handle());
-  text.resize(length);
-  MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm.handle());
-  return text;
-}
-
 // The launched ranks as 1 rank, DP=2 with ZeRO-1, or TP=2 x PP=2 (2 microbatches), with one run
 // directory for the job.
 Config resume_layout(atl::comm::MpiCommunicator& comm, const std::string& tag) {
   Config config = atl::test::layout(tag, 1);
-  config.run.dir = from_rank0(comm, config.run.dir);
+  config.run.dir = atl::test::from_rank0(comm, config.run.dir);
   if (world_size() == 4) {
     config.parallel.dp = 1;
     config.parallel.tp = 2;

@@ -12,14 +12,6 @@ using atl::runtime::Config;
 using atl::runtime::Trainer;
 namespace proto = atl::checkpoint::proto;
 
-std::string from_rank0(atl::comm::MpiCommunicator& comm, std::string text) {
-  int length = static_cast<int>(text.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm.handle());
-  text.resize(length);
-  MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm.handle());
-  return text;
-}
-
 Config with_layout(Config c, int tp, int pp, int dp, int zero) {
   c.parallel.tp = tp;
   c.parallel.pp = pp;
@@ -43,7 +35,7 @@ TEST(Resharding, EveryLayoutReadsTheSameStateAndTrainsOn) {
   auto world = atl::test::MpiTestEnv::runtime().world();
   ASSERT_EQ(world->size(), 8);
   Config base = atl::test::tiny_config(atl::test::write_synthetic_dataset("reshard"));
-  base.run.dir = from_rank0(*world, base.run.dir);
+  base.run.dir = atl::test::from_rank0(*world, base.run.dir);
   base.model.layers = 4;
   base.model.heads = base.model.kv_heads = 4;
   base.train.steps = 3;
