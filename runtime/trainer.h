@@ -1,7 +1,8 @@
 // Trainer: one rank's training loop. Builds the mesh, the model over flat parameters, the
-// data-parallel reducer and the optimizer from a Config, then runs steps: microbatches with
-// gradient accumulation, one bucketed all-reduce overlapped with the last backward, global-norm
-// clipping, AdamW, progress lines and metrics.jsonl on rank 0, validation every eval_every steps.
+// data-parallel engine (ZeRO 0-3), the optimizer and the checkpoints from a Config, resumes if asked,
+// then runs steps: microbatches through the pipeline schedule with gradient reductions overlapped
+// with backward, global-norm clipping, AdamW, progress lines and metrics.jsonl on rank 0,
+// validation every eval_every steps, checkpoints every checkpoint.every steps.
 #pragma once
 
 #include <ATen/core/Tensor.h>

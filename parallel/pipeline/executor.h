@@ -3,7 +3,7 @@
 // that needs it, runs forwards and backwards through caller-supplied callbacks, and frees each
 // activation's data as soon as it has been sent (its autograd graph stays, so backward still works:
 // Megatron's deallocate-output trick). Gradients accumulate in the parameters' .grad across
-// microbatches; reducing them is the caller's business (DataParallelReducer hooks fire as usual).
+// microbatches; reducing them is the caller's business (ShardedDataParallel's hooks fire as usual).
 #pragma once
 
 #include <ATen/core/Tensor.h>
