@@ -28,6 +28,7 @@ void AsyncSaver::snapshot(int64_t step, const std::vector<Piece>& pieces) {
     if (i == pieces.size() / 2) store_.die_if_fault("copy", step);
     staged_[i].name = pieces[i].name;
     staged_[i].role = pieces[i].role;
+    staged_[i].island = pieces[i].island;
     staged_[i].global_shape = pieces[i].global_shape;
     staged_[i].piece = pieces[i].piece;
     staged_[i].begin = pieces[i].begin;

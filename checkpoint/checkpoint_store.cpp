@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <tuple>
 
 #include "checkpoint/crc32c.h"
 #include "checkpoint/safetensors.h"
@@ -26,8 +27,12 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kManifest = "manifest.pb";
 
 std::string describe(const proto::Tensor& t) {
-  return t.name() + " (" + role_name(t.role()) + ")";
+  return t.name() + " (" + role_name(t.role()) +
+         (t.island() ? ", island " + std::to_string(t.island()) : "") + ")";
 }
+
+// What identifies one tensor of a checkpoint.
+using TensorKey = std::tuple<std::string, int, int>;  // name, role, island
 
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
@@ -73,7 +78,7 @@ void broadcast_outcome(const comm::MpiCommunicator& comm, std::string& error) {
 }
 
 std::string chunk_key(const Piece& piece, const Box& box) {
-  std::string key = piece.name + ":" + role_name(piece.role);
+  std::string key = piece.name + ":" + role_name(piece.role) + ":" + std::to_string(piece.island);
   for (int64_t o : box.offsets) key += ":" + std::to_string(o);
   return key;
 }
@@ -88,6 +93,12 @@ const char* role_name(proto::Role role) {
       return "exp_avg";
     case proto::EXP_AVG_SQ:
       return "exp_avg_sq";
+    case proto::OUTER_PARAM:
+      return "outer_param";
+    case proto::OUTER_MOMENTUM:
+      return "outer_momentum";
+    case proto::OUTER_IN_FLIGHT:
+      return "outer_in_flight";
     default:
       return "unspecified";
   }
@@ -143,6 +154,7 @@ proto::Manifest CheckpointStore::write_shard(const std::string& partial,
     proto::Tensor* t = mine.add_tensors();
     t->set_name(piece.name);
     t->set_role(piece.role);
+    t->set_island(piece.island);
     t->set_dtype(safetensors_dtype(piece.data.scalar_type()));
     for (int64_t d : piece.global_shape) t->add_global_shape(d);
     proto::Chunk* c = t->add_chunks();
@@ -199,13 +211,13 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
       manifest.set_model_config(info.model_config);
       manifest.set_model_config_hash(std::hash<std::string>{}(info.model_config));
       *manifest.mutable_mesh() = info.mesh;
-      std::map<std::pair<std::string, int>, proto::Tensor*> by_tensor;
+      std::map<TensorKey, proto::Tensor*> by_tensor;
       for (const std::string& bytes : parts) {
         proto::Manifest part;
         if (!part.ParseFromString(bytes))
           throw CheckpointError("checkpoint: a rank sent an unreadable chunk list");
         for (const proto::Tensor& t : part.tensors()) {
-          proto::Tensor*& merged = by_tensor[{t.name(), t.role()}];
+          proto::Tensor*& merged = by_tensor[{t.name(), t.role(), t.island()}];
           if (!merged) {
             merged = manifest.add_tensors();
             *merged = t;
@@ -309,8 +321,8 @@ at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t,
 
 void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manifest,
                  const std::vector<Piece>& pieces) {
-  std::map<std::pair<std::string, int>, const proto::Tensor*> tensors;
-  for (const proto::Tensor& t : manifest.tensors()) tensors[{t.name(), t.role()}] = &t;
+  std::map<TensorKey, const proto::Tensor*> tensors;
+  for (const proto::Tensor& t : manifest.tensors()) tensors[{t.name(), t.role(), t.island()}] = &t;
   std::map<std::pair<std::string, uint64_t>, at::Tensor> chunk_data;  // read once per load
   const auto read_cached = [&](const proto::Tensor& t, const proto::Chunk& c) -> at::Tensor {
     const auto key = std::make_pair(c.file(), c.byte_offset());
@@ -319,10 +331,11 @@ void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manif
   };
 
   for (const Piece& piece : pieces) {
-    auto found = tensors.find({piece.name, piece.role});
+    auto found = tensors.find({piece.name, piece.role, piece.island});
     if (found == tensors.end())
       throw CheckpointError("checkpoint: " + checkpoint_dir + " has no " + piece.name + " (" +
-                            role_name(piece.role) + ")");
+                            role_name(piece.role) +
+                            (piece.island ? ", island " + std::to_string(piece.island) : "") + ")");
     const proto::Tensor& t = *found->second;
     if (t.dtype() != "F32")
       throw CheckpointError("checkpoint: " + describe(t) + " is " + t.dtype() + ", expected F32");

@@ -35,6 +35,7 @@ class CheckpointError : public std::runtime_error {
 struct Piece {
   std::string name;
   proto::Role role = proto::PARAM;
+  int island = 0;  // islands: whose copy
   std::vector<int64_t> global_shape;
   Box piece;
   int64_t begin = 0, end = 0;

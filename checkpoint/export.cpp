@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -50,7 +51,7 @@ std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir
   const proto::Manifest manifest = read_manifest(checkpoint_dir);
   std::map<std::string, at::Tensor> tensors;
   for (const proto::Tensor& t : manifest.tensors()) {
-    if (t.role() != role) continue;
+    if (t.role() != role || t.island() != 0) continue;
     at::Tensor full =
         at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
     for (const proto::Chunk& c : t.chunks()) {
@@ -66,7 +67,12 @@ std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir
 
 int export_consolidated(const std::string& checkpoint_dir, const std::string& out_file) {
   std::vector<NamedTensor> tensors;  // sorted by name, as the map is
-  for (auto& [name, tensor] : consolidated(checkpoint_dir, proto::PARAM)) tensors.push_back({name, tensor});
+  // Islands: phi, the parameters the islands agree on, when the checkpoint has an outer optimizer.
+  const proto::Manifest manifest = read_manifest(checkpoint_dir);
+  const bool has_outer = std::any_of(manifest.tensors().begin(), manifest.tensors().end(),
+                                     [](const proto::Tensor& t) { return t.role() == proto::OUTER_PARAM; });
+  for (auto& [name, tensor] : consolidated(checkpoint_dir, has_outer ? proto::OUTER_PARAM : proto::PARAM))
+    tensors.push_back({name, tensor});
   const std::filesystem::path out(out_file);
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   write_safetensors(out.string(), tensors);

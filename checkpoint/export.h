@@ -13,10 +13,12 @@
 namespace atl::checkpoint {
 
 // Every tensor of `role` in the checkpoint, assembled from its chunks into its global shape (fp32),
-// by canonical name. CheckpointError on a damaged checkpoint.
+// by canonical name (island 0's copy where islands saved their own). CheckpointError on a damaged
+// checkpoint.
 std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role);
 
-// Writes OUT (safetensors) and config.json in OUT's directory; CheckpointError on a damaged
+// Writes OUT (safetensors) and config.json in OUT's directory: the parameters, or with islands the
+// outer optimizer's phi, the parameters the islands agree on. CheckpointError on a damaged
 // checkpoint. Returns the number of tensors written.
 int export_consolidated(const std::string& checkpoint_dir, const std::string& out_file);
 

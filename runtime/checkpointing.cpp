@@ -13,12 +13,13 @@ namespace atl::runtime {
 TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world,
                                        const comm::DeviceMesh& mesh, const parallel::FlatParameters& params,
                                        parallel::ShardedDataParallel& data_parallel,
-                                       optim::FlatAdamW& optimizer)
+                                       optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer)
     : config_(config),
       mesh_(mesh),
       params_(params),
       data_parallel_(data_parallel),
       optimizer_(optimizer),
+      outer_(outer),
       comm_(world.split(0, world.rank(), "checkpoint")),
       store_(std::make_unique<checkpoint::CheckpointStore>(
           config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every)) {
@@ -56,9 +57,12 @@ std::string TrainerCheckpoints::model_description() const {
          " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps);
 }
 
-std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save) const {
+std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int island, bool outer_state,
+                                                          const at::Tensor& in_flight) const {
   const int tp_size = config_.parallel.tp, tp_rank = mesh_.coord().tp;
   std::vector<checkpoint::Piece> out;
+  // Islands averaging every step (no outer optimizer) are replicas: island 0 writes for them all.
+  if (for_save && !outer_ && mesh_.coord().island != 0) return out;
   for (const parallel::ShardedDataParallel::OwnedRun& run : data_parallel_.owned_runs()) {
     const parallel::FlatEntry& e = params_.entries()[run.entry];
     // Written once: a tied copy on another stage, a tp-replicated norm off tp rank 0, and a replica
@@ -70,6 +74,7 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save) const {
     const auto add = [&](checkpoint::proto::Role role, const at::Tensor& data) {
       out.push_back({e.info.name,
                      role,
+                     island,
                      piece.global_shape,
                      {piece.offsets, piece.sizes},
                      run.entry_offset,
@@ -79,8 +84,20 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save) const {
     add(checkpoint::proto::PARAM, data_parallel_.optimizer_values_at(run.offset, run.numel));
     add(checkpoint::proto::EXP_AVG, optimizer_.exp_avg().narrow(0, run.offset, run.numel));
     add(checkpoint::proto::EXP_AVG_SQ, optimizer_.exp_avg_sq().narrow(0, run.offset, run.numel));
+    if (outer_state) {
+      add(checkpoint::proto::OUTER_PARAM, outer_->phi().narrow(0, run.offset, run.numel));
+      add(checkpoint::proto::OUTER_MOMENTUM, outer_->momentum().narrow(0, run.offset, run.numel));
+    }
+    if (in_flight.defined())
+      add(checkpoint::proto::OUTER_IN_FLIGHT, in_flight.narrow(0, run.offset, run.numel));
   }
   return out;
+}
+
+std::vector<checkpoint::Piece> TrainerCheckpoints::save_pieces() {
+  // An exchange in flight is waited for: its result is part of the state a resume needs.
+  const at::Tensor in_flight = outer_ ? outer_->in_flight_result() : at::Tensor();
+  return pieces(/*for_save=*/true, mesh_.coord().island, outer_ != nullptr, in_flight);
 }
 
 std::string TrainerCheckpoints::save(int64_t step) {
@@ -97,10 +114,21 @@ std::string TrainerCheckpoints::save(int64_t step) {
   info.mesh.set_zero(p.zero);
   if (!saver_) {
     store_->die_if_fault("copy", step);  // sync mode has no copy: its save starts here
-    return store_->save(info, pieces(/*for_save=*/true));
+    return store_->save(info, save_pieces());
   }
-  saver_->request(info, pieces(/*for_save=*/true));
+  saver_->request(info, save_pieces());
   return store_->dir() + "/step-" + std::to_string(step) + ", writing in the background";
+}
+
+void TrainerCheckpoints::restore_outer(int64_t step, bool outer_state, const at::Tensor& in_flight,
+                                       const std::function<void(const std::string&)>& log) {
+  if (!outer_state) {
+    outer_->reset_from_values();
+    log("checkpoint: no outer optimizer state saved; phi starts from the loaded parameters, momentum 0");
+  }
+  if (!outer_->restore(step, in_flight))
+    log("checkpoint: the outer exchange in flight at step " + std::to_string(step) +
+        " is not in the checkpoint (saved with another outer schedule); it is dropped");
 }
 
 int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {
@@ -113,12 +141,24 @@ int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>
   for (const std::string& dir : candidates) {
     std::string error;
     checkpoint::proto::Manifest manifest;
-    bool other_model = false;
+    bool other_model = false, outer_state = false;
+    at::Tensor in_flight;
     try {
       manifest = checkpoint::read_manifest(dir);
       other_model = manifest.model_config() != model_description();
+      int saved_islands = 1;
+      for (const checkpoint::proto::Tensor& t : manifest.tensors()) {
+        saved_islands = std::max(saved_islands, t.island() + 1);
+        outer_state |= t.role() == checkpoint::proto::OUTER_PARAM;
+        if (outer_ && t.role() == checkpoint::proto::OUTER_IN_FLIGHT && !in_flight.defined())
+          in_flight = at::zeros_like(outer_->phi());
+      }
+      outer_state &= outer_ != nullptr;
       at::NoGradGuard no_grad;
-      if (!other_model) checkpoint::load_pieces(dir, manifest, pieces(/*for_save=*/false));
+      if (!other_model)
+        checkpoint::load_pieces(
+            dir, manifest,
+            pieces(/*for_save=*/false, mesh_.coord().island % saved_islands, outer_state, in_flight));
     } catch (const checkpoint::CheckpointError& e) {
       error = e.what();
     }
@@ -130,6 +170,7 @@ int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>
     problem = checkpoint::agreed_error(*comm_, error);
     if (problem.empty()) {
       optimizer_.restore_steps_taken(manifest.step());
+      if (outer_) restore_outer(manifest.step(), outer_state, in_flight, log);
       data_parallel_.after_optimizer_step();  // compute parameters from the loaded values, gathered
       log("checkpoint: resumed from " + dir + " at step " + std::to_string(manifest.step()));
       return manifest.step();

@@ -1,6 +1,7 @@
 // The trainer's side of checkpointing (DESIGN §7): which runs of which tensors this rank saves and
-// loads -- parameter values (fp32, the master weights under mixed precision) and AdamW moments,
-// in global form so any layout can read them -- and the resume policy: `auto` takes the newest
+// loads -- parameter values (fp32, the master weights under mixed precision), AdamW moments and
+// with islands the outer optimizer's state, in global form so any layout can read them -- and the
+// resume policy: `auto` takes the newest
 // checkpoint that loads cleanly, skipping damaged ones with a line saying why.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "comm/device_mesh.h"
 #include "comm/mpi_communicator.h"
 #include "optim/adamw.h"
+#include "optim/outer/outer_optimizer.h"
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/config.h"
 
@@ -25,7 +27,7 @@ class TrainerCheckpoints {
   // Collective over `world`: creates the checkpoint communicator and removes `.partial` leftovers.
   TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world, const comm::DeviceMesh& mesh,
                      const parallel::FlatParameters& params, parallel::ShardedDataParallel& data_parallel,
-                     optim::FlatAdamW& optimizer);
+                     optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer);
 
   // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
   // returns the step to continue from, 0 when there is nothing to resume. Throws
@@ -43,7 +45,16 @@ class TrainerCheckpoints {
   std::string finish();
 
  private:
-  std::vector<checkpoint::Piece> pieces(bool for_save) const;
+  // What this rank saves or loads. Islands each save their own copy (island = this island); a
+  // resume into k islands loads saved island (this island mod the saved count). The outer roles
+  // come along when `outer_state`; the exchange in flight when `in_flight` is defined.
+  std::vector<checkpoint::Piece> pieces(bool for_save, int island, bool outer_state,
+                                        const at::Tensor& in_flight) const;
+  std::vector<checkpoint::Piece> save_pieces();
+  // After loading: the outer optimizer's state afresh when the checkpoint has none, and the
+  // exchange in flight at `step` when it has one.
+  void restore_outer(int64_t step, bool outer_state, const at::Tensor& in_flight,
+                     const std::function<void(const std::string&)>& log);
   std::string model_description() const;
 
   const Config& config_;
@@ -51,6 +62,7 @@ class TrainerCheckpoints {
   const parallel::FlatParameters& params_;
   parallel::ShardedDataParallel& data_parallel_;
   optim::FlatAdamW& optimizer_;
+  optim::outer::OuterOptimizer* outer_;  // null without an outer optimizer
   std::unique_ptr<comm::MpiCommunicator>
       comm_;  // checkpoint collectives never share the training communicator
   std::unique_ptr<checkpoint::CheckpointStore> store_;

@@ -288,6 +288,7 @@ const std::vector<Field>& fields() {
     const SectionFields<OptimConfig> optim{"optim", &Config::optim};
     const SectionFields<DataConfig> data{"data", &Config::data};
     const SectionFields<CheckpointConfig> checkpoint{"checkpoint", &Config::checkpoint};
+    const SectionFields<OuterConfig> outer{"outer", &Config::outer};
     return std::vector<Field>{
         run("dir", &RunConfig::dir),
         run("seed", &RunConfig::seed, at_least(0)),
@@ -338,6 +339,20 @@ const std::vector<Field>& fields() {
         checkpoint("keep_every", &CheckpointConfig::keep_every, at_least(0)),
         checkpoint("mode", &CheckpointConfig::mode, {}, {"sync", "async", "async_lazy"}),
         checkpoint("resume", &CheckpointConfig::resume),
+        outer("algorithm", &OuterConfig::algorithm, {}, {"none", "diloco", "streaming_diloco", "noloco"}),
+        outer("inner_steps", &OuterConfig::inner_steps, at_least(1)),
+        outer("lr", &OuterConfig::lr, above(0)),
+        outer("momentum", &OuterConfig::momentum, Range{0, 1, false, true}),
+        outer("nesterov", &OuterConfig::nesterov),
+        outer("fragments", &OuterConfig::fragments, at_least(1)),
+        outer("delay", &OuterConfig::delay, at_least(0)),
+        outer("mix", &OuterConfig::mix, Range{0, 1, false, false}),
+        outer("group_size", &OuterConfig::group_size, at_least(2)),
+        outer("gamma", &OuterConfig::gamma, at_least(0)),
+        outer("delayed", &OuterConfig::delayed),
+        outer("compression", &OuterConfig::compression, {}, {"none", "fp16", "bf16", "int8", "int4"}),
+        outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
+        outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
     };
   }();
   return table;
@@ -485,6 +500,17 @@ void read_section(const std::string& section, const YAML::Node& body, Config& co
   }
 }
 
+// NoLoCo's paper defaults differ from DiLoCo's: momentum 0.5 and gamma = outer.lr, used when the
+// file leaves those fields out.
+void apply_outer_defaults(const YAML::Node& root, Config& config) {
+  const YAML::Node outer = root["outer"];
+  const auto given = [&outer](const char* key) {
+    return outer.IsDefined() && outer.IsMap() && outer[key].IsDefined();
+  };
+  if (config.outer.algorithm == "noloco" && !given("momentum")) config.outer.momentum = 0.5;
+  if (!given("gamma")) config.outer.gamma = config.outer.lr;
+}
+
 }  // namespace
 
 ConfigError::ConfigError(const std::vector<std::string>& problems)
@@ -521,6 +547,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
       read_section(section, entry.second, config, rejected, problems);
     }
   }
+  apply_outer_defaults(root, config);
   // The one check across fields that needs no layout, made only when both values are valid.
   if (!rejected.count("optim.lr") && !rejected.count("optim.min_lr") && config.optim.min_lr > config.optim.lr)
     problems.push_back("config: optim.min_lr = " + shortest(config.optim.min_lr) +
@@ -553,6 +580,40 @@ void require_divisible(Problems& problems, const std::string& a_name, int64_t a,
                        " = " + std::to_string(b) + "; " + fix);
 }
 
+// The outer optimizer's fields that depend on each other and on the island count.
+void validate_outer(const Config& c, Problems& problems) {
+  const OuterConfig& o = c.outer;
+  const std::string& algorithm = o.algorithm;
+  if (o.fragments > 1 && algorithm != "streaming_diloco")
+    problems.push_back("config: outer.fragments = " + std::to_string(o.fragments) +
+                       " applies to outer.algorithm = streaming_diloco, not '" + algorithm +
+                       "'; set outer.algorithm: streaming_diloco or outer.fragments: 1");
+  if (o.delay > 0 && algorithm != "streaming_diloco")
+    problems.push_back("config: outer.delay = " + std::to_string(o.delay) +
+                       " applies to outer.algorithm = streaming_diloco; use outer.delayed: true for "
+                       "one-step-delayed DiLoCo, or set outer.delay: 0");
+  if (o.delayed && algorithm != "diloco")
+    problems.push_back("config: outer.delayed = true applies to outer.algorithm = diloco, not '" + algorithm +
+                       "'; set outer.algorithm: diloco or outer.delayed: false");
+  if (algorithm == "streaming_diloco") {
+    require_divisible(problems, "outer.inner_steps", o.inner_steps, "outer.fragments", o.fragments,
+                      "one fragment syncs every inner_steps/fragments steps; use a multiple of fragments");
+    const int period = o.inner_steps / o.fragments;
+    if (o.inner_steps % o.fragments == 0 && o.delay >= period)
+      problems.push_back("config: outer.delay = " + std::to_string(o.delay) +
+                         " must be below outer.inner_steps/outer.fragments = " + std::to_string(period) +
+                         " (an exchange must land before its fragment's next one starts); lower outer.delay");
+    if (o.fragments > c.model.layers)
+      problems.push_back("config: outer.fragments = " + std::to_string(o.fragments) +
+                         " exceeds model.layers = " + std::to_string(c.model.layers) +
+                         " (fragments are strided layers); use at most that many fragments");
+  }
+  if (algorithm == "noloco" && c.parallel.islands > 1 && o.group_size > c.parallel.islands)
+    problems.push_back("config: outer.group_size = " + std::to_string(o.group_size) +
+                       " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +
+                       "; use a group size of at most the island count");
+}
+
 }  // namespace
 
 std::vector<std::string> validate_layout(const Config& c, int world_size) {
@@ -565,9 +626,12 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
                        std::to_string(world_size) + " ranks were launched; launch " + std::to_string(layout) +
                        " ranks (atoll launch does this) or change the layout");
 
-  const int64_t split = int64_t{p.dp} * p.microbatches;
-  require_divisible(problems, "train.global_batch", c.train.global_batch, "parallel.dp*parallel.microbatches",
-                    split, "use a multiple of " + std::to_string(split));
+  // The global batch is the whole job's: every island takes its share of every step's sequences.
+  const int64_t split = int64_t{p.islands} * p.dp * p.microbatches;
+  require_divisible(problems, "train.global_batch", c.train.global_batch,
+                    "parallel.islands*parallel.dp*parallel.microbatches", split,
+                    "use a multiple of " + std::to_string(split));
+  validate_outer(c, problems);
 
   require_divisible(problems, "model.dim", m.dim, "model.heads", m.heads,
                     "each head gets dim/heads channels, so pick heads that divide dim");

@@ -89,6 +89,28 @@ struct CheckpointConfig {
       "auto";  // auto: the newest valid checkpoint in dir, if any | none | a checkpoint directory
 };
 
+// Islands (DESIGN §6): the outer optimizer that synchronises parallel.islands replicas of the model.
+// Defaults are the papers': DiLoCo lr 0.7, momentum 0.9, Nesterov; NoLoCo momentum 0.5, gamma = lr
+// (applied when those fields are not given).
+struct OuterConfig {
+  // none: islands > 1 average gradients every step (synchronous data parallelism across islands);
+  // diloco | streaming_diloco | noloco: islands train alone for inner_steps steps between syncs.
+  std::string algorithm = "none";
+  int inner_steps = 50;  // H
+  double lr = 0.7;
+  double momentum = 0.9;
+  bool nesterov = true;
+  int fragments = 1;     // streaming: P fragments of strided layers, one synced every H/P steps
+  int delay = 0;         // streaming: tau < H/P steps the exchange overlaps before its result is applied
+  double mix = 0.5;      // streaming: theta = mix*theta + (1-mix)*phi when a fragment's result lands
+  int group_size = 2;    // noloco: islands per gossip group
+  double gamma = 0.7;    // noloco: pull of phi towards the group mean
+  bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
+  std::string compression = "none";       // none | fp16 | bf16 | int8 | int4: the outer exchange's encoding
+  double simulated_bandwidth_mbps = 0.0;  // > 0: the outer exchange is delayed as over such a link
+  double simulated_latency_ms = 0.0;      // per message on the simulated link
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
@@ -97,6 +119,7 @@ struct Config {
   OptimConfig optim;
   DataConfig data;
   CheckpointConfig checkpoint;
+  OuterConfig outer;
 
   // checkpoint.dir, or <run.dir>/checkpoints for auto.
   std::string checkpoint_dir() const {

@@ -279,6 +279,12 @@ at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets)
   return loss_of(forward(tokens), targets);
 }
 
+int layer_of(const std::string& name, int layers) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) == 0) return std::stoi(name.substr(prefix.size()));
+  return name.rfind("model.embed_tokens", 0) == 0 ? 0 : layers - 1;
+}
+
 double training_flops_per_token(const ModelConfig& c) {
   const double head_dim = static_cast<double>(c.dim) / c.heads;
   const double attn = c.dim * head_dim * (2.0 * c.heads + 2.0 * c.kv_heads);

@@ -108,6 +108,10 @@ class LlamaModel {
   at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
 };
 
+// The layer a canonical parameter name belongs to: N for "model.layers.N.*", 0 for the embedding,
+// layers - 1 for the final norm and the head (Streaming DiLoCo's fragments are strided layers).
+int layer_of(const std::string& name, int layers);
+
 // Non-embedding FLOPs of one training token (forward + backward), the MFU numerator:
 // 6 x (non-embedding parameters, lm_head included) + 12 x layers x seq x dim (attention).
 double training_flops_per_token(const ModelConfig& config);

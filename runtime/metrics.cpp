@@ -82,6 +82,11 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("param_bytes", static_cast<int64_t>(m.param_bytes))
       .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))
       .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes));
+  if (m.islands)
+    r.add("outer_bytes", static_cast<int64_t>(m.outer_bytes))
+        .add("outer_bytes_total", static_cast<int64_t>(m.outer_bytes_total))
+        .add("outer_wait_s", m.outer_wait_seconds)
+        .add("outer_simulated_s", m.outer_simulated_seconds);
   if (!m.stage_idle.empty())
     r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
   return r;
@@ -110,7 +115,13 @@ std::string progress_line(const StepMetrics& m, int64_t total_steps) {
                 format_bytes(static_cast<double>(m.rss_bytes)).c_str(),
                 format_bytes(static_cast<double>(m.param_bytes + m.grad_bytes + m.optimizer_bytes)).c_str(),
                 format_bytes(static_cast<double>(m.comm_bytes)).c_str(), 1e3 * m.comm_wait_seconds);
-  return buf;
+  std::string line = buf;
+  if (m.islands) {
+    std::snprintf(buf, sizeof buf, " | outer %s in all (wait %.1f ms)",
+                  format_bytes(static_cast<double>(m.outer_bytes_total)).c_str(), 1e3 * m.outer_wait_seconds);
+    line += buf;
+  }
+  return line;
 }
 
 uint64_t resident_memory_bytes() {

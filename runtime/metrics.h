@@ -21,8 +21,13 @@ struct StepMetrics {
   double step_seconds = 0.0;
   double comm_wait_seconds = 0.0;        // time blocked on communication in the step (not overlapped)
   double checkpoint_wait_seconds = 0.0;  // time blocked on a lazy checkpoint's snapshot before the update
-  uint64_t comm_bytes = 0;               // bytes this rank sent in the step (all groups)
-  uint64_t rss_bytes = 0;                // resident memory of this process
+  uint64_t comm_bytes = 0;               // bytes this rank sent in the step inside its island (tp, dp, pp)
+  // Islands: bytes this rank sent to other islands in the step and since the start, the seconds the
+  // step blocked on the outer exchange, and the link simulator's total seconds (0 without islands).
+  bool islands = false;
+  uint64_t outer_bytes = 0, outer_bytes_total = 0;
+  double outer_wait_seconds = 0.0, outer_simulated_seconds = 0.0;
+  uint64_t rss_bytes = 0;  // resident memory of this process
   // This rank's model state as allocated after the step (its tensor-parallel shard, divided by
   // dp as the ZeRO stage shards it): parameters, gradients, optimizer moments.
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;

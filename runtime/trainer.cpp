@@ -17,6 +17,7 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "optim/outer/outer_optimizer.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/schedule.h"
@@ -46,7 +47,7 @@ std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParal
   return segments;
 }
 
-// Totals over every group of the mesh: bytes sent and seconds blocked waiting.
+// Totals over the groups inside an island: bytes sent and seconds blocked waiting.
 struct CommTotals {
   uint64_t bytes = 0;
   double wait_seconds = 0.0;
@@ -58,8 +59,9 @@ CommTotals comm_totals(const comm::DeviceMesh& mesh) {
     totals.bytes += group.bytes().total_bytes();
     totals.wait_seconds += group.bytes().wait_seconds();
   };
-  for (comm::GroupKind kind : {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp,
-                               comm::GroupKind::kIsland, comm::GroupKind::kModel})
+  // The island group carries only the outer exchange, accounted for by IslandExchange.
+  for (comm::GroupKind kind :
+       {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp, comm::GroupKind::kModel})
     add(mesh.group(kind));
   if (mesh.embedding()) add(*mesh.embedding());
   return totals;
@@ -73,13 +75,6 @@ at::ScalarType dtype_named(const std::string& name) {
 void throw_if_invalid(const Config& config, int world_size) {
   const std::vector<std::string> problems = validate_layout(config, world_size);
   if (!problems.empty()) throw ConfigError(problems);
-}
-
-// Islands (outer optimizers) arrive with their issue.
-void require_supported(const Config& c) {
-  if (c.parallel.islands != 1)
-    throw std::invalid_argument("parallel.islands = " + std::to_string(c.parallel.islands) +
-                                " is not supported by this build of Atoll yet; set parallel.islands to 1");
 }
 
 }  // namespace
@@ -123,6 +118,8 @@ struct Trainer::State {
   std::unique_ptr<pipe::PipelineExecutor> executor;
   std::unique_ptr<parallel::ShardedDataParallel> data_parallel;
   std::unique_ptr<optim::FlatAdamW> optimizer;
+  std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
+  std::unique_ptr<optim::outer::OuterOptimizer> outer;            // outer.algorithm != none
   std::unique_ptr<TrainerCheckpoints> checkpoints;
   std::map<std::string, at::Tensor> initial_weights;  // model.init_from, read in the local checks
   optim::LrSchedule schedule;
@@ -164,6 +161,62 @@ struct Trainer::State {
     return bytes;
   }
 
+  // Every island takes its own share of each step's sequences: rank d of island i reads share
+  // i*dp + d of islands*dp.
+  int data_rank() const { return mesh->coord().island * config.parallel.dp + mesh->coord().dp; }
+  int data_ranks() const { return config.parallel.islands * config.parallel.dp; }
+
+  // Synchronous data parallelism across islands (outer.algorithm none): the dp-averaged gradients
+  // of what this rank owns are averaged with the same pieces in every other island.
+  void average_gradients_over_islands() {
+    if (!island_exchange || outer) return;
+    const at::Tensor& grads = data_parallel->optimizer_grads();
+    grads.copy_(island_exchange->mean(grads));
+  }
+
+  // The outer optimizer's fragments in the inner optimizer's coordinates: the whole of every value
+  // segment, or for Streaming DiLoCo the owned runs of each fragment's layers (layer l in fragment
+  // l mod P; the embedding goes with layer 0, the final norm and head with the last layer).
+  std::vector<std::vector<optim::outer::ValueSpan>> outer_fragments() const {
+    const int fragments = config.outer.algorithm == "streaming_diloco" ? config.outer.fragments : 1;
+    std::vector<std::vector<optim::outer::ValueSpan>> out(static_cast<size_t>(fragments));
+    if (fragments == 1) {
+      int64_t offset = 0;
+      for (const at::Tensor& segment : data_parallel->optimizer_values()) {
+        out[0].push_back({offset, segment.numel()});
+        offset += segment.numel();
+      }
+      return out;
+    }
+    for (const parallel::ShardedDataParallel::OwnedRun& run : data_parallel->owned_runs()) {
+      const int layer = layer_of(params->entries()[run.entry].info.name, config.model.layers);
+      out[static_cast<size_t>(layer % fragments)].push_back({run.offset, run.numel});
+    }
+    return out;
+  }
+
+  void make_outer_optimizer() {
+    if (config.parallel.islands == 1 && config.outer.algorithm == "none") return;
+    const OuterConfig& o = config.outer;
+    island_exchange = std::make_unique<optim::outer::IslandExchange>(
+        mesh->island(), optim::outer::codec_named(o.compression),
+        optim::outer::SimulatedLink{o.simulated_bandwidth_mbps, o.simulated_latency_ms});
+    if (o.algorithm == "none") return;
+    optim::outer::OuterOptions options;
+    options.algorithm = optim::outer::algorithm_named(o.algorithm);
+    options.inner_steps = o.inner_steps;
+    options.fragments = o.fragments;
+    options.delay = o.delay;
+    options.delayed = o.delayed;
+    options.mix = o.mix;
+    options.sgd = {o.lr, o.momentum, o.nesterov};
+    options.noloco = {o.lr, o.momentum, o.gamma};
+    options.group_size = o.group_size;
+    options.seed = static_cast<uint64_t>(config.run.seed);
+    outer = std::make_unique<optim::outer::OuterOptimizer>(options, data_parallel->optimizer_values(),
+                                                           outer_fragments(), *island_exchange);
+  }
+
   void log(const std::string& line) const {
     if (out) *out << line << std::endl;
   }
@@ -180,7 +233,6 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   std::exception_ptr local_error;
   try {
     throw_if_invalid(config, world.size());
-    require_supported(config);
     s.train_data = std::make_unique<SequenceSource>(config.data.train, config.model.seq, config.model.vocab,
                                                     static_cast<uint64_t>(config.run.seed));
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
@@ -253,8 +305,9 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.schedule = optim::LrSchedule{config.optim.lr, config.optim.min_lr, config.optim.warmup,
                                  config.train.steps, config.optim.schedule};
 
+  s.make_outer_optimizer();
   s.checkpoints = std::make_unique<TrainerCheckpoints>(s.config, world, *s.mesh, *s.params, *s.data_parallel,
-                                                       *s.optimizer);
+                                                       *s.optimizer, s.outer.get());
   s.step = s.checkpoints->resume([&s](const std::string& line) { s.log(line); });
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
@@ -332,7 +385,7 @@ StepMetrics Trainer::train_step() {
   const auto t0 = Clock::now();
   const CommTotals comm_before = comm_totals(*s.mesh);
   const int microbatches = c.parallel.microbatches;
-  const int64_t microbatch_size = c.train.global_batch / (c.parallel.dp * microbatches);
+  const int64_t microbatch_size = c.train.global_batch / (s.data_ranks() * microbatches);
 
   s.data_parallel->start_step(microbatches);
   double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
@@ -340,7 +393,7 @@ StepMetrics Trainer::train_step() {
   callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
     const at::Tensor out = s.forward_chunk(chunk, input, [&] {
       const BatchSlice slice =
-          batch_slice(s.step, c.train.global_batch, s.mesh->coord().dp, c.parallel.dp, micro, microbatches);
+          batch_slice(s.step, c.train.global_batch, s.data_rank(), s.data_ranks(), micro, microbatches);
       return s.train_data->shuffled(slice.first, slice.count);
     });
     if (!s.pipeline.is_last(chunk)) return out;
@@ -362,17 +415,29 @@ StepMetrics Trainer::train_step() {
     const size_t bucket = s.params->entry("model.embed_tokens.weight").bucket;
     embedding_group->all_reduce(s.data_parallel->owned_bucket_gradient(bucket), comm::ReduceOp::kSum)->wait();
   }
+  const uint64_t outer_bytes_before = s.island_exchange ? s.island_exchange->bytes_sent() : 0;
+  const double outer_wait_before = s.outer ? s.outer->wait_seconds() : 0.0;
+  const auto island_average_start = Clock::now();
+  s.average_gradients_over_islands();
+  const double island_average_seconds =
+      s.outer ? 0.0 : std::chrono::duration<double>(Clock::now() - island_average_start).count();
 
   // The last stage holds the loss: sum over the pipeline, average over data parallelism.
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
   if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
-  comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
+  s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg)->wait();
+  // Islands averaging every step talk every step anyway: their loss is the whole job's. With an
+  // outer optimizer the loss stays island 0's (a message per step is what islands avoid).
+  comm::WorkPtr loss_work = s.island_exchange && !s.outer
+                                ? s.mesh->island().all_reduce(loss, comm::ReduceOp::kAvg)
+                                : std::make_shared<comm::CompletedWork>();
   const double grad_norm = s.global_grad_norm();
   optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
   const double lr = s.schedule.at(s.step);
   // A lazy checkpoint's snapshot must be taken before the state changes.
   const double checkpoint_wait = s.checkpoints->fence();
   s.optimizer->step(lr);
+  if (s.outer) s.outer->after_inner_step(s.step + 1);  // may move theta: before the copies derive from it
   s.data_parallel->after_optimizer_step();
   loss_work->wait();
   ++s.step;
@@ -392,6 +457,13 @@ StepMetrics Trainer::train_step() {
   m.comm_bytes = comm_after.bytes - comm_before.bytes;
   m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
   m.checkpoint_wait_seconds = checkpoint_wait;
+  if (s.island_exchange) {
+    m.islands = true;
+    m.outer_bytes = s.island_exchange->bytes_sent() - outer_bytes_before;
+    m.outer_bytes_total = s.island_exchange->bytes_sent();
+    m.outer_wait_seconds = (s.outer ? s.outer->wait_seconds() - outer_wait_before : island_average_seconds);
+    m.outer_simulated_seconds = s.island_exchange->simulated_seconds();
+  }
   m.rss_bytes = resident_memory_bytes();
   const parallel::ModelStateBytes state = s.model_state_bytes();
   m.param_bytes = state.parameters;
@@ -428,6 +500,22 @@ double Trainer::evaluate() {
   if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   s.mesh->dp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   return total.item<double>() / std::max(1, c.train.eval_sequences);
+}
+
+double Trainer::evaluate_outer() {
+  State& s = *state_;
+  if (!s.outer) throw std::logic_error("evaluate_outer: outer.algorithm is none");
+  const at::Tensor theta = s.outer->values_copy();
+  s.outer->write_values(s.outer->phi());
+  s.data_parallel->after_optimizer_step();  // compute copies and ZeRO gathers of phi
+  const double loss = evaluate();
+  s.outer->write_values(theta);
+  s.data_parallel->after_optimizer_step();
+  return loss;
+}
+
+const optim::outer::OuterOptimizer* Trainer::outer_optimizer() const {
+  return state_->outer.get();
 }
 
 void Trainer::run() {
@@ -467,10 +555,17 @@ void Trainer::run() {
         c.train.eval_every > 0 && (m.step % c.train.eval_every == 0 || m.step == c.train.steps);
     if (eval_due && c.train.eval_sequences > 0) {
       const double val_loss = evaluate();
-      s.metrics->write(JsonRecord().add("step", m.step).add("val_loss", val_loss));
-      char line[96];
-      std::snprintf(line, sizeof line, "step %5lld/%d | val loss %.4f", static_cast<long long>(m.step),
-                    c.train.steps, val_loss);
+      JsonRecord record = JsonRecord().add("step", m.step).add("val_loss", val_loss);
+      char line[160];
+      int length = std::snprintf(line, sizeof line, "step %5lld/%d | val loss %.4f",
+                                 static_cast<long long>(m.step), c.train.steps, val_loss);
+      if (s.outer) {  // island 0's theta above; phi, what the islands agree on, here
+        const double outer_loss = evaluate_outer();
+        record.add("val_loss_outer", outer_loss);
+        std::snprintf(line + length, sizeof line - static_cast<size_t>(length), " (island 0) | outer %.4f",
+                      outer_loss);
+      }
+      s.metrics->write(record);
       s.log(line);
     }
   }

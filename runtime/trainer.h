@@ -22,6 +22,10 @@ class MpiCommunicator;
 class DeviceMesh;
 }  // namespace atl::comm
 
+namespace atl::optim::outer {
+class OuterOptimizer;
+}  // namespace atl::optim::outer
+
 namespace atl::parallel {
 class FlatParameters;
 struct ModelStateBytes;
@@ -53,6 +57,11 @@ class Trainer {
   StepMetrics train_step();
   // Mean validation loss over train.eval_sequences sequences from the start of the val shard.
   double evaluate();
+  // Islands with an outer optimizer: evaluate() of the outer parameters phi (what the islands agree
+  // on) instead of this island's theta, which is put back afterwards. Collective within the island.
+  double evaluate_outer();
+  // The outer optimizer's phi and momentum in the inner optimizer's coordinates (null without one).
+  const optim::outer::OuterOptimizer* outer_optimizer() const;
   // Runs train.steps steps (from the resumed step) with logging, periodic validation and
   // checkpoints every checkpoint.every steps and after the last one.
   void run();

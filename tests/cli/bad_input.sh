@@ -164,14 +164,15 @@ expect_error checkpoint_mode "checkpoint.mode = 'later' is not one of sync, asyn
 expect_error unknown_key "unknown key 'model.dimm' \(did you mean 'model.dim'\?\)" 2 train "$work/tiny.yaml" --set model.dimm=3
 expect_error bad_type "model.dim = 'abc' is not an integer" 2 train "$work/tiny.yaml" --set model.dim=abc
 expect_error rank_mismatch "islands\*pp\*dp\*tp = 2 but 3 ranks were launched" 3 train "$work/tiny.yaml"
-expect_error batch_split "train.global_batch = 5 is not divisible by parallel.dp\*parallel.microbatches = 2" 2 train "$work/tiny.yaml" --set train.global_batch=5
+expect_error batch_split "train.global_batch = 5 is not divisible by parallel.islands\*parallel.dp\*parallel.microbatches = 2" 2 train "$work/tiny.yaml" --set train.global_batch=5
 expect_error missing_data "does not exist; run .atoll data prepare." 2 train "$work/tiny.yaml" --set data.train=$work/none.bin
 head -c 1500 "$work/data/train.bin" >"$work/truncated.bin"
 expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --set data.train=$work/truncated.bin
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"
 expect_error wrong_magic "expected 20240520 \(uint16\) or 20240801 \(uint32\)" 2 train "$work/tiny.yaml" --set data.train=$work/garbage.bin
 expect_error vocab "contains token id 122 but model.vocab = 100; set model.vocab to at least 123" 2 train "$work/tiny.yaml" --set model.vocab=100 2>/dev/null
-expect_error unsupported "parallel.islands = 2 is not supported by this build" 4 train "$work/tiny.yaml" --set parallel.islands=2
+expect_error outer_delayed "outer.delayed = true applies to outer.algorithm = diloco, not 'none'" 4 train "$work/tiny.yaml" --set parallel.islands=2 --set outer.delayed=true
+expect_error outer_codec "outer.compression = 'int3' is not one of none, fp16, bf16, int8, int4" 4 train "$work/tiny.yaml" --set parallel.islands=2 --set outer.algorithm=diloco --set outer.compression=int3
 expect_error layer_split "model.layers = 1 does not split evenly over pp\*virtual_stages = 2 virtual stages" 4 train "$work/tiny.yaml" --set parallel.pp=2
 expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set "parallel.stage_layers=[1, 2]"
 expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved

@@ -247,12 +247,13 @@ TEST(ConfigLayout, AValidLayoutPasses) {
 }
 
 TEST(ConfigLayout, RankCountAndBatchSplit) {
-  expect_one(validate_layout(parse_config(kContract, {"parallel.islands=3"}), 4),
-             {"parallel: islands*pp*dp*tp = 6 but 4 ranks were launched; launch 6 ranks (atoll launch does "
+  expect_one(validate_layout(parse_config(kContract, {"parallel.islands=4"}), 4),
+             {"parallel: islands*pp*dp*tp = 8 but 4 ranks were launched; launch 8 ranks (atoll launch does "
               "this) or change the layout"});
   expect_one(
       validate_layout(parse_config(kContract, {"train.global_batch=10", "parallel.microbatches=2"}), 2),
-      {"train.global_batch = 10 is not divisible by parallel.dp*parallel.microbatches = 4; use a "
+      {"train.global_batch = 10 is not divisible by parallel.islands*parallel.dp*parallel.microbatches = 4; "
+       "use a "
        "multiple of 4"});
 }
 
@@ -310,7 +311,55 @@ optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, 
             grad_clip: 0.5, schedule: wsd }
 data:     { train: "~", val: "true" }
 checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }
+outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
+            mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4,
+            simulated_bandwidth_mbps: 100, simulated_latency_ms: 20 }
 )");
+}
+
+TEST(ConfigOuter, PaperDefaultsPerAlgorithm) {
+  const Config diloco = parse_config("outer: { algorithm: diloco }");
+  EXPECT_DOUBLE_EQ(diloco.outer.lr, 0.7);
+  EXPECT_DOUBLE_EQ(diloco.outer.momentum, 0.9);
+  EXPECT_TRUE(diloco.outer.nesterov);
+  const Config noloco = parse_config("outer: { algorithm: noloco, lr: 0.6 }");
+  EXPECT_DOUBLE_EQ(noloco.outer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(noloco.outer.gamma, 0.6) << "gamma defaults to outer.lr";
+  const Config given = parse_config("outer: { algorithm: noloco, momentum: 0.3, gamma: 0.1 }");
+  EXPECT_DOUBLE_EQ(given.outer.momentum, 0.3);
+  EXPECT_DOUBLE_EQ(given.outer.gamma, 0.1);
+}
+
+TEST(ConfigOuter, CrossFieldProblemsNameTheFix) {
+  const auto problems_of = [](const std::string& yaml, int ranks) {
+    std::string text;
+    for (const std::string& line : validate_layout(parse_config(yaml), ranks)) text += line + "\n";
+    return text;
+  };
+  EXPECT_NE(problems_of("parallel: { islands: 2 }\nouter: { algorithm: diloco, fragments: 2 }", 2)
+                .find("outer.fragments = 2 applies to outer.algorithm = streaming_diloco"),
+            std::string::npos);
+  EXPECT_NE(problems_of("parallel: { islands: 2 }\nouter: { algorithm: streaming_diloco, inner_steps: 10, "
+                        "fragments: 4 }",
+                        2)
+                .find("outer.inner_steps = 10 is not divisible by outer.fragments = 4"),
+            std::string::npos);
+  EXPECT_NE(problems_of("parallel: { islands: 2 }\nouter: { algorithm: streaming_diloco, inner_steps: 12, "
+                        "fragments: 4, delay: 3 }",
+                        2)
+                .find("outer.delay = 3 must be below outer.inner_steps/outer.fragments = 3"),
+            std::string::npos);
+  EXPECT_NE(problems_of("parallel: { islands: 2 }\nouter: { algorithm: noloco, group_size: 3 }", 2)
+                .find("outer.group_size = 3 exceeds parallel.islands = 2"),
+            std::string::npos);
+  EXPECT_NE(
+      problems_of("parallel: { islands: 2 }\ntrain: { global_batch: 5 }\nouter: { algorithm: diloco }", 2)
+          .find("train.global_batch = 5 is not divisible by parallel.islands*parallel.dp*parallel.micro"),
+      std::string::npos);
+  EXPECT_EQ(problems_of("parallel: { islands: 4 }\ntrain: { global_batch: 16 }\nouter: { algorithm: "
+                        "streaming_diloco, inner_steps: 12, fragments: 4, delay: 2 }",
+                        4),
+            "");
 }
 
 TEST(ConfigOutput, SavedYamlRoundTripsEveryField) {

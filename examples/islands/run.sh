@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The islands experiment: synchronous data parallelism, DiLoCo, DiLoCo with int8 exchange,
+# Streaming DiLoCo and NoLoCo on the same tokens, 4 islands of 1 rank over a simulated
+# 100 Mbit/s link; then a table (validation loss, bytes between islands, wall-clock) and a plot.
+# Usage: bash examples/islands/run.sh [--set key=value]...   (applied to every method)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bash scripts/install-deps.sh
+bash scripts/build.sh
+bash examples/brown/prepare.sh data/brown build/bin/atoll
+export OMP_NUM_THREADS=1
+out=runs/islands
+mkdir -p "$out"
+
+method() {  # name, then --set overrides
+  local name=$1
+  shift
+  echo "== $name"
+  rm -rf "${out:?}/$name"
+  build/bin/atoll launch examples/islands/islands.yaml --set run.dir="$out/$name" "$@" "${extra[@]}" |
+    grep -E 'val loss|error' || true
+}
+extra=("$@")
+method sync --set outer.algorithm=none
+method diloco --set outer.algorithm=diloco
+method diloco_int8 --set outer.algorithm=diloco --set outer.compression=int8
+# P = 4 fragments (one layer each) needs H divisible by 4: H = 48, a fragment every 12 steps, its
+# exchange overlapping 2 inner steps.
+method streaming --set outer.algorithm=streaming_diloco --set outer.inner_steps=48 --set outer.fragments=4 \
+  --set outer.delay=2 --set outer.mix=0.5
+method noloco --set outer.algorithm=noloco
+
+python3 examples/islands/report.py "$out" sync diloco diloco_int8 streaming noloco

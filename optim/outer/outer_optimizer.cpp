@@ -1,0 +1,211 @@
+#include "optim/outer/outer_optimizer.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace atl::optim::outer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Algorithm algorithm_named(const std::string& name) {
+  if (name == "diloco") return Algorithm::kDiLoCo;
+  if (name == "streaming_diloco") return Algorithm::kStreamingDiLoCo;
+  if (name == "noloco") return Algorithm::kNoLoCo;
+  throw std::invalid_argument("outer.algorithm = '" + name +
+                              "' has no outer optimizer; use diloco, streaming_diloco or noloco");
+}
+
+SyncSchedule OuterOptions::schedule() const {
+  // One-step-delayed DiLoCo is one fragment whose exchange lands a whole round later.
+  if (delayed) return {inner_steps, 1, inner_steps};
+  if (algorithm == Algorithm::kStreamingDiLoCo) return {inner_steps, fragments, delay};
+  return {inner_steps, 1, 0};
+}
+
+OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
+                               std::vector<std::vector<ValueSpan>> fragments, IslandExchange& exchange)
+    : options_(options),
+      schedule_(options.schedule()),
+      values_(std::move(values)),
+      fragments_(std::move(fragments)),
+      exchange_(exchange) {
+  int64_t total = 0;
+  for (const at::Tensor& v : values_) {
+    value_offsets_.push_back(total);
+    total += v.numel();
+  }
+  if (static_cast<int>(fragments_.size()) != schedule_.fragments)
+    throw std::logic_error("outer optimizer: " + std::to_string(fragments_.size()) +
+                           " fragments for a schedule of " + std::to_string(schedule_.fragments));
+  phi_ = at::empty({total}, at::TensorOptions().dtype(at::kFloat));
+  momentum_ = at::zeros({total}, at::TensorOptions().dtype(at::kFloat));
+  reset_from_values();
+}
+
+OuterOptimizer::~OuterOptimizer() {
+  // A background exchange must not outlive the tensors and communicator it uses.
+  if (pending_ && pending_->mean.valid()) pending_->mean.wait();
+}
+
+at::Tensor OuterOptimizer::values_copy() const {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& v : values_) flat.push_back(v.view({-1}));
+  return at::cat(flat);
+}
+
+void OuterOptimizer::write_values(const at::Tensor& flat) {
+  for (size_t s = 0; s < values_.size(); ++s)
+    values_[s].view({-1}).copy_(flat.narrow(0, value_offsets_[s], values_[s].numel()));
+}
+
+void OuterOptimizer::reset_from_values() {
+  phi_.copy_(values_copy());
+  momentum_.zero_();
+}
+
+at::Tensor OuterOptimizer::gather(const at::Tensor& flat, int fragment) const {
+  std::vector<at::Tensor> parts;
+  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)])
+    parts.push_back(flat.narrow(0, span.offset, span.numel));
+  return at::cat(parts);
+}
+
+void OuterOptimizer::scatter(at::Tensor& flat, int fragment, const at::Tensor& packed) const {
+  int64_t at = 0;
+  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
+    flat.narrow(0, span.offset, span.numel).copy_(packed.narrow(0, at, span.numel));
+    at += span.numel;
+  }
+}
+
+at::Tensor OuterOptimizer::gather_values(int fragment) const {
+  std::vector<at::Tensor> parts;
+  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
+    // The segment holding the span: the last one starting at or before it.
+    const size_t s =
+        static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
+                            value_offsets_.begin() - 1);
+    parts.push_back(values_[s].view({-1}).narrow(0, span.offset - value_offsets_[s], span.numel));
+  }
+  return at::cat(parts);
+}
+
+void OuterOptimizer::scatter_values(int fragment, const at::Tensor& packed) {
+  int64_t at = 0;
+  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
+    const size_t s =
+        static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
+                            value_offsets_.begin() - 1);
+    values_[s]
+        .view({-1})
+        .narrow(0, span.offset - value_offsets_[s], span.numel)
+        .copy_(packed.narrow(0, at, span.numel));
+    at += span.numel;
+  }
+}
+
+void OuterOptimizer::apply_mean(int fragment, const at::Tensor& mean_delta) {
+  at::Tensor phi = gather(phi_, fragment), momentum = gather(momentum_, fragment);
+  outer_sgd_step(phi, momentum, mean_delta, options_.sgd);
+  scatter(phi_, fragment, phi);
+  scatter(momentum_, fragment, momentum);
+  // Delayed DiLoCo restarted theta when the exchange began; the others take phi now (streaming
+  // mixes in its local progress since the exchange began).
+  if (options_.delayed) return;
+  const double mix = options_.algorithm == Algorithm::kStreamingDiLoCo ? options_.mix : 0.0;
+  scatter_values(fragment, mix == 0.0 ? phi : gather_values(fragment).mul_(mix).add_(phi, 1.0 - mix));
+}
+
+at::Tensor OuterOptimizer::wait_pending() {
+  if (!pending_->ready.defined()) {
+    const auto start = Clock::now();
+    pending_->ready = pending_->mean.get();
+    wait_seconds_ += seconds_since(start);
+  }
+  return pending_->ready;
+}
+
+void OuterOptimizer::noloco_sync(int64_t step) {
+  const int64_t round = step / schedule_.inner_steps;
+  const int me = exchange_.island();
+  std::vector<int> members;
+  for (const std::vector<int>& group :
+       gossip_groups(exchange_.islands(), options_.group_size, options_.seed, round))
+    if (std::find(group.begin(), group.end(), me) != group.end()) members = group;
+  std::sort(members.begin(), members.end());  // every member sums in the same order
+  at::Tensor phi = gather(phi_, 0), delta = gather(momentum_, 0);
+  const at::Tensor progress = gather_values(0) - phi;
+  const auto start = Clock::now();
+  const std::vector<at::Tensor> means = exchange_.group_mean({phi, progress}, members);
+  wait_seconds_ += seconds_since(start);
+  noloco_step(phi, delta, means[0], means[1], options_.noloco);
+  scatter(phi_, 0, phi);
+  scatter(momentum_, 0, delta);
+  scatter_values(0, phi);
+}
+
+bool OuterOptimizer::after_inner_step(int64_t step) {
+  if (exchange_.islands() == 1) return false;  // one island: nothing to agree with
+  const std::optional<int> starting = fragment_starting_after(schedule_, step);
+  if (options_.algorithm == Algorithm::kNoLoCo) {
+    if (starting) noloco_sync(step);
+    return starting.has_value();
+  }
+  bool changed = false;
+  // The new pseudo-gradient is taken before a delayed result lands on the same step.
+  at::Tensor delta;
+  if (starting) delta = gather(phi_, *starting) - gather_values(*starting);
+  if (pending_ && pending_->applied_after == step) {
+    apply_mean(pending_->fragment, wait_pending());
+    pending_.reset();
+    changed = true;
+  }
+  if (!starting) return changed;
+  if (schedule_.delay == 0) {
+    const auto start = Clock::now();
+    const at::Tensor mean = exchange_.mean(delta);
+    wait_seconds_ += seconds_since(start);
+    apply_mean(*starting, mean);
+    return true;
+  }
+  if (options_.delayed) {
+    scatter_values(*starting, gather(phi_, *starting));
+    changed = true;
+  }
+  // The exchange runs on its own thread over the island group, which nothing else uses meanwhile.
+  pending_ = Pending{*starting,
+                     step + schedule_.delay,
+                     std::async(std::launch::async, [this, delta] { return exchange_.mean(delta); }),
+                     {}};
+  return changed;
+}
+
+at::Tensor OuterOptimizer::in_flight_result() {
+  if (!pending_) return {};
+  at::Tensor full = at::zeros_like(phi_);
+  scatter(full, pending_->fragment, wait_pending());
+  return full;
+}
+
+bool OuterOptimizer::restore(int64_t step, const at::Tensor& in_flight) {
+  if (pending_ && pending_->mean.valid()) pending_->mean.wait();
+  pending_.reset();
+  const std::optional<InFlight> flight =
+      options_.algorithm == Algorithm::kNoLoCo ? std::nullopt : in_flight_after(schedule_, step);
+  if (!flight) return true;
+  if (!in_flight.defined()) return false;
+  pending_ = Pending{flight->fragment, flight->applied_after, {}, gather(in_flight, flight->fragment)};
+  return true;
+}
+
+}  // namespace atl::optim::outer

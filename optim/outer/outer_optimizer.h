@@ -1,0 +1,121 @@
+// The outer optimizer of islands training (DESIGN §6): DiLoCo, Streaming DiLoCo, one-step-delayed
+// DiLoCo and NoLoCo over the inner optimizer's fp32 values (theta).
+//
+// The outer state -- phi, the parameters the islands agree on, and the outer momentum -- is kept
+// in host memory in the inner optimizer's coordinates, so each rank holds the outer state of its
+// own shard only (1/dp of the model under ZeRO), and checkpoints save it exactly like the AdamW
+// moments. The inner AdamW state is never touched by a sync.
+//
+// After every inner step the trainer calls after_inner_step(step):
+//   diloco            after steps H, 2H, ...: Delta = phi - theta averaged over islands, an outer SGD
+//                     step on phi, theta = phi.
+//   diloco, delayed   the same, but round r's average runs in the background during round r+1 and
+//                     is applied at its end; theta restarts from phi (without round r's update).
+//   streaming_diloco  fragment p (strided layers) syncs every H steps, staggered by H/P; its average
+//                     overlaps `delay` inner steps, then phi_p steps and
+//                     theta_p = mix*theta_p + (1-mix)*phi_p.
+//   noloco            after steps H, 2H, ...: each island averages phi and theta - phi with its gossip
+//                     group only (no all-reduce), NoLoCo's step on phi, theta = phi.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optim/outer/island_exchange.h"
+#include "optim/outer/outer_rules.h"
+#include "optim/outer/outer_schedule.h"
+
+namespace atl::optim::outer {
+
+enum class Algorithm { kDiLoCo, kStreamingDiLoCo, kNoLoCo };
+// "diloco" | "streaming_diloco" | "noloco"; throws std::invalid_argument otherwise.
+Algorithm algorithm_named(const std::string& name);
+
+struct OuterOptions {
+  Algorithm algorithm = Algorithm::kDiLoCo;
+  int inner_steps = 50;
+  int fragments = 1;
+  int delay = 0;         // streaming only
+  bool delayed = false;  // diloco only
+  double mix = 0.5;      // streaming only
+  OuterSgdOptions sgd;
+  NoLoCoOptions noloco;
+  int group_size = 2;
+  uint64_t seed = 0;  // NoLoCo's gossip permutation
+
+  SyncSchedule schedule() const;
+};
+
+// A run of elements in the inner optimizer's coordinates (the concatenation of its value segments).
+struct ValueSpan {
+  int64_t offset;
+  int64_t numel;
+};
+
+class OuterOptimizer {
+ public:
+  // `values`: the inner optimizer's fp32 segments (theta), updated in place by syncs. `fragments`:
+  // each fragment's spans, each inside one segment (one fragment unless streaming). phi starts
+  // equal to theta, the momentum at zero.
+  OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
+                 std::vector<std::vector<ValueSpan>> fragments, IslandExchange& exchange);
+  ~OuterOptimizer();
+  OuterOptimizer(const OuterOptimizer&) = delete;
+  OuterOptimizer& operator=(const OuterOptimizer&) = delete;
+
+  // After `step` inner steps: starts, waits for and applies the syncs due. Returns whether theta
+  // changed (the caller then refreshes what derives from it: compute copies, ZeRO gathers).
+  bool after_inner_step(int64_t step);
+
+  const at::Tensor& phi() const { return phi_; }
+  const at::Tensor& momentum() const { return momentum_; }
+  // The result of the exchange in flight after the current step, in the optimizer's coordinates
+  // (zero outside its fragment), waiting for it; undefined when none is in flight.
+  at::Tensor in_flight_result();
+  // Resuming after `step` steps, once phi() and momentum() have been loaded in place: `in_flight`
+  // is the saved in_flight_result(). Returns false when the schedule has an exchange in flight at
+  // `step` but `in_flight` is undefined (the exchange is then dropped).
+  bool restore(int64_t step, const at::Tensor& in_flight);
+  // Starts the outer state afresh from theta (phi = theta, momentum 0): a checkpoint without one.
+  void reset_from_values();
+
+  // theta as one tensor in the optimizer's coordinates, and writing one back (evaluating phi).
+  at::Tensor values_copy() const;
+  void write_values(const at::Tensor& flat);
+
+  // Seconds the caller blocked on exchanges (a synchronous sync, or waiting for one in flight).
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  struct Pending {
+    int fragment;
+    int64_t applied_after;
+    std::future<at::Tensor> mean;
+    at::Tensor ready;  // the mean once waited for
+  };
+  at::Tensor gather(const at::Tensor& flat, int fragment) const;
+  void scatter(at::Tensor& flat, int fragment, const at::Tensor& packed) const;
+  at::Tensor gather_values(int fragment) const;
+  void scatter_values(int fragment, const at::Tensor& packed);
+  void apply_mean(int fragment, const at::Tensor& mean_delta);
+  void noloco_sync(int64_t step);
+  at::Tensor wait_pending();
+
+  OuterOptions options_;
+  SyncSchedule schedule_;
+  std::vector<at::Tensor> values_;
+  std::vector<int64_t> value_offsets_;
+  std::vector<std::vector<ValueSpan>> fragments_;
+  IslandExchange& exchange_;
+  at::Tensor phi_, momentum_;
+  std::optional<Pending> pending_;
+  double wait_seconds_ = 0.0;
+};
+
+}  // namespace atl::optim::outer

@@ -1,0 +1,358 @@
+// Islands (DESIGN §6): every launched rank is one island unless a test says otherwise.
+//  - Oracles on the outer optimizer with real autograd and real exchanges: H=1 with inner SGD and
+//    outer SGD(1, 0) is synchronous data parallelism; outer SGD(1, 0) is parameter averaging;
+//    NoLoCo with a=b=0, g=1 makes gossip partners equal their mean.
+//  - The trainer: one island is a no-op; islands averaging every step equal data parallelism; all
+//    islands are bit-identical after a sync under every codec; Streaming DiLoCo with P=1, tau=0,
+//    alpha=0 is DiLoCo; fragments sync at their own steps; islands compose with TP and ZeRO; outer
+//    bytes are H times fewer than synchronous training's (4x fewer again in int8).
+//  - Checkpoints: resume mid-round and with an exchange in flight is bitwise the run straight
+//    through; a checkpoint of k islands loads into another count.
+#include <filesystem>
+
+#include "optim/outer/outer_optimizer.h"
+#include "tests/parity_harness.h"
+
+namespace {
+
+using atl::runtime::Config;
+using atl::runtime::Trainer;
+using atl::test::world_size;
+namespace outer = atl::optim::outer;
+
+class Islands : public ::testing::Test {
+ protected:
+  atl::comm::MpiCommunicator& world() { return *world_; }
+  // The tiny config with one island per launched rank, in a run directory shared by the job.
+  Config islands_config(const std::string& tag, const std::string& algorithm) {
+    Config c = atl::test::layout(tag, 1);
+    c.run.dir = atl::test::from_rank0(world(), c.run.dir);
+    c.parallel.dp = 1;
+    c.parallel.islands = world_size();
+    c.outer.algorithm = algorithm;
+    c.outer.inner_steps = 4;
+    c.train.steps = 8;
+    c.train.global_batch = 8;
+    c.checkpoint.resume = "none";
+    return c;
+  }
+
+ private:
+  std::shared_ptr<atl::comm::MpiCommunicator> world_ = atl::test::MpiTestEnv::runtime().world();
+};
+
+// Every rank's copy of `t` equals rank 0's to the last bit.
+bool same_on_every_rank(atl::comm::MpiCommunicator& comm, const at::Tensor& t) {
+  at::Tensor first = t.contiguous().clone();
+  comm.broadcast(first, 0)->wait();
+  int equal = first.equal(t) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &equal, 1, MPI_INT, MPI_MIN, comm.handle());
+  return equal == 1;
+}
+
+// A least-squares model whose gradient each island computes with autograd on its own data.
+struct Regression {
+  at::Tensor x, y;
+  explicit Regression(int island) {
+    at::manual_seed(100 + island);
+    x = at::randn({16, 8});
+    y = at::randn({16, 1});
+  }
+  at::Tensor gradient(const at::Tensor& w) const {
+    at::Tensor p = w.detach().clone().requires_grad_(true);
+    at::mse_loss(at::matmul(x, p.view({8, 1})), y).backward();
+    return p.grad();
+  }
+};
+
+TEST_F(Islands, H1InnerSgdOuterSgdOneZeroIsSynchronousDataParallelism) {
+  outer::IslandExchange exchange(world(), outer::Codec::kNone, {});
+  at::manual_seed(1);
+  const at::Tensor w0 = at::randn({8});
+  at::Tensor theta = w0.clone(), sync_w = w0.clone();
+  outer::OuterOptions options;
+  options.inner_steps = 1;
+  options.sgd = {1.0, 0.0, false};
+  outer::OuterOptimizer diloco(options, {theta}, {{{0, 8}}}, exchange);
+  const Regression data(world().rank());
+  const double lr = 0.05;
+  for (int64_t step = 1; step <= 5; ++step) {
+    theta.sub_(data.gradient(theta), lr);  // inner SGD
+    EXPECT_TRUE(diloco.after_inner_step(step));
+    // Synchronous data parallelism: the mean gradient.
+    at::Tensor g = data.gradient(sync_w);
+    world().all_reduce(g, atl::comm::ReduceOp::kAvg)->wait();
+    sync_w.sub_(g, lr);
+    EXPECT_TRUE(at::allclose(theta, sync_w, 1e-6, 1e-7)) << "step " << step;
+  }
+  EXPECT_FALSE(at::allclose(theta, w0)) << "training moved the weights";
+}
+
+TEST_F(Islands, OuterSgdOneZeroIsParameterAveraging) {
+  outer::IslandExchange exchange(world(), outer::Codec::kNone, {});
+  at::manual_seed(2);
+  at::Tensor theta = at::randn({40});
+  outer::OuterOptions options;
+  options.inner_steps = 3;
+  options.sgd = {1.0, 0.0, true};
+  outer::OuterOptimizer diloco(options, {theta.narrow(0, 0, 25), theta.narrow(0, 25, 15)},
+                               {{{0, 25}, {25, 15}}}, exchange);
+  at::manual_seed(10 + world().rank());
+  for (int64_t step = 1; step <= 6; ++step) {
+    theta.add_(at::randn({40}) * 0.1);  // each island wanders its own way
+    at::Tensor mean = theta.clone();
+    world().all_reduce(mean, atl::comm::ReduceOp::kAvg)->wait();
+    const bool synced = diloco.after_inner_step(step);
+    EXPECT_EQ(synced, step % 3 == 0);
+    if (synced) {
+      EXPECT_TRUE(at::allclose(theta, mean, 1e-6, 1e-6)) << "step " << step;
+      EXPECT_TRUE(same_on_every_rank(world(), theta));
+      EXPECT_TRUE(diloco.phi().equal(theta));
+    }
+  }
+}
+
+TEST_F(Islands, NoLoCoPartnersMeetTheirMeanWithoutAGlobalCollective) {
+  if (world_size() < 4) GTEST_SKIP() << "gossip groups need 4 islands";
+  outer::IslandExchange exchange(world(), outer::Codec::kNone, {});
+  at::manual_seed(30 + world().rank());
+  at::Tensor theta = at::randn({16});
+  outer::OuterOptions options;
+  options.algorithm = outer::Algorithm::kNoLoCo;
+  options.inner_steps = 1;
+  options.noloco = {0.0, 0.0, 1.0};  // a = b = 0, g = 1: phi becomes the group mean
+  options.seed = 5;
+  outer::OuterOptimizer noloco(options, {theta}, {{{0, 16}}}, exchange);
+  at::Tensor before = at::empty({world_size(), 16});
+  world().all_gather(noloco.phi().clone(), before.view({-1}))->wait();
+  ASSERT_TRUE(noloco.after_inner_step(1));
+  at::Tensor after = at::empty({world_size(), 16});
+  world().all_gather(theta.clone(), after.view({-1}))->wait();
+  const auto groups = outer::gossip_groups(world_size(), 2, 5, 1);
+  for (const auto& group : groups) {
+    at::Tensor mean = at::zeros({16});
+    for (int i : group) mean += before[i] / static_cast<double>(group.size());
+    for (int i : group) EXPECT_TRUE(at::allclose(after[i], mean, 1e-6, 1e-6)) << "island " << i;
+  }
+  EXPECT_FALSE(after[groups[0][0]].equal(after[groups[1][0]])) << "groups do not mix";
+  // The pairing every rank computed is the same (no message decided it).
+  at::Tensor mine = at::tensor(std::vector<int>{groups[0][0], groups[0][1]});
+  EXPECT_TRUE(same_on_every_rank(world(), mine));
+}
+
+TEST_F(Islands, NonFiniteValuesStopEveryIslandWithOneLine) {
+  outer::IslandExchange exchange(world(), outer::Codec::kInt8, {});
+  at::Tensor values = at::ones({300});
+  if (world().rank() == world_size() - 1) values[7] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    exchange.mean(values);
+    ADD_FAILURE() << "a NaN went through the exchange";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("island " + std::to_string(world_size() - 1) + " has non-finite"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(Islands, OneIslandIsANoOp) {
+  Config plain = islands_config("islands-one", "none");
+  plain.train.steps = 20;
+  plain.parallel.islands = 1;
+  plain.parallel.dp = world_size();
+  Config diloco = plain;
+  diloco.outer.algorithm = "diloco";
+  diloco.outer.inner_steps = 2;
+  diloco.run.dir += "-diloco";
+  atl::test::expect_runs_agree(atl::test::train(diloco, world()), atl::test::train(plain, world()),
+                               {0, 0, 0, true});
+}
+
+TEST_F(Islands, IslandsAveragingEveryStepAreDataParallelism) {
+  Config sync = islands_config("islands-sync", "none");
+  sync.train.steps = 20;
+  Config dp = sync;
+  dp.parallel.islands = 1;
+  dp.parallel.dp = world_size();
+  dp.run.dir += "-dp";
+  const auto ours = atl::test::train(sync, world());
+  atl::test::expect_runs_agree(ours, atl::test::train(dp, world()), {1e-6, 1e-5, 1e-6, false});
+  for (const auto& [name, piece] : ours.final_params) EXPECT_TRUE(same_on_every_rank(world(), piece)) << name;
+}
+
+TEST_F(Islands, EveryCodecLeavesIslandsBitIdenticalAfterASync) {
+  for (const std::string codec : {"none", "fp16", "bf16", "int8", "int4"}) {
+    Config c = islands_config("islands-codec-" + codec, "diloco");
+    c.outer.compression = codec;
+    c.outer.inner_steps = 3;
+    c.train.steps = 6;
+    Trainer trainer(c, world(), nullptr);
+    std::vector<double> losses;
+    for (int s = 0; s < c.train.steps; ++s) losses.push_back(trainer.train_step().loss);
+    EXPECT_LT(losses.back(), losses.front() - 0.3) << codec;
+    for (const auto& [name, piece] : trainer.full_parameters())
+      EXPECT_TRUE(same_on_every_rank(world(), piece)) << codec << " " << name;
+    EXPECT_TRUE(same_on_every_rank(world(), trainer.outer_optimizer()->phi())) << codec;
+    EXPECT_TRUE(same_on_every_rank(world(), trainer.outer_optimizer()->momentum())) << codec;
+  }
+}
+
+TEST_F(Islands, StreamingWithOneFragmentNoDelayNoMixIsDiLoCo) {
+  Config diloco = islands_config("islands-streaming-p1", "diloco");
+  diloco.train.steps = 20;
+  Config streaming = diloco;
+  streaming.outer.algorithm = "streaming_diloco";
+  streaming.outer.mix = 0.0;
+  streaming.run.dir += "-streaming";
+  atl::test::expect_runs_agree(atl::test::train(streaming, world()), atl::test::train(diloco, world()),
+                               {0, 0, 0, true});
+}
+
+TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
+  // 2 layers, P = 2, H = 4: fragment 0 (embedding, layer 0) syncs after step 2, fragment 1 (layer 1,
+  // norm, head) after step 4.
+  Config c = islands_config("islands-fragments", "streaming_diloco");
+  c.outer.fragments = 2;
+  c.outer.mix = 0.0;
+  Trainer trainer(c, world(), nullptr);
+  const auto in_fragment0 = [](const std::string& name) {
+    return name.rfind("model.layers.0.", 0) == 0 || name == "model.embed_tokens.weight";
+  };
+  for (int step = 1; step <= 4; ++step) {
+    trainer.train_step();
+    for (const auto& [name, piece] : trainer.full_parameters()) {
+      const bool synced = in_fragment0(name) ? step == 2 : step == 4;
+      // Before its first sync a fragment differs between islands; right after, it is identical.
+      const bool identical = same_on_every_rank(world(), piece);
+      if (synced) {
+        EXPECT_TRUE(identical) << "step " << step << " " << name;
+      } else {
+        EXPECT_FALSE(identical) << "step " << step << " " << name;
+      }
+    }
+  }
+}
+
+TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
+  if (world_size() != 4) GTEST_SKIP() << "2 islands x 2 ranks";
+  for (const bool zero : {false, true}) {
+    Config c = islands_config(zero ? "islands-zero" : "islands-tp", "diloco");
+    c.parallel.islands = 2;
+    c.outer.inner_steps = 3;
+    c.train.steps = 6;
+    Config reference = c;  // 2 islands of one rank each, on each half of the world
+    reference.run.dir += "-reference";
+    if (zero) {
+      c.parallel.dp = 2;
+      c.parallel.zero = 1;
+    } else {
+      c.parallel.tp = 2;
+      c.parallel.sequence_parallel = true;
+    }
+    auto half = world().split(world().rank() % 2, world().rank(), "half");
+    const auto expected = atl::test::train(reference, *half);
+    const auto ours = atl::test::train(c, world());
+    for (size_t s = 0; s < ours.losses.size(); ++s)
+      EXPECT_NEAR(ours.losses[s], expected.losses[s], 1e-5 * expected.losses[s]) << "step " << s + 1;
+    atl::test::expect_pieces_match(c, zero ? 0 : world().rank() % 2, ours.final_params, expected.final_params,
+                                   "parameter after 6 steps");
+  }
+}
+
+TEST_F(Islands, OuterBytesAreHTimesFewerAndInt8FourTimesFewerAgain) {
+  const auto outer_bytes = [&](const std::string& algorithm, const std::string& codec) {
+    Config c = islands_config("islands-bytes-" + algorithm + codec, algorithm);
+    c.outer.inner_steps = 4;
+    c.outer.compression = codec;
+    Trainer trainer(c, world(), nullptr);
+    uint64_t total = 0;
+    for (int s = 0; s < c.train.steps; ++s) total = trainer.train_step().outer_bytes_total;
+    return static_cast<double>(total);
+  };
+  const double sync = outer_bytes("none", "none"), diloco = outer_bytes("diloco", "none"),
+               int8 = outer_bytes("diloco", "int8");
+  EXPECT_NEAR(sync / diloco, 4.0, 0.01) << sync << " vs " << diloco;
+  EXPECT_NEAR(diloco / int8, 4.0 / (1.0 + 8.0 / 256), 0.1) << diloco << " vs " << int8;
+}
+
+// Trains `steps` steps of `config` (resuming if it says so) and returns the losses and parameters.
+struct Trained {
+  std::vector<double> losses;
+  std::map<std::string, at::Tensor> params;
+  at::Tensor phi;
+};
+Trained run(const Config& config, atl::comm::MpiCommunicator& comm, int steps, bool save_at_end) {
+  Trainer trainer(config, comm, nullptr);
+  Trained out;
+  for (int s = 0; s < steps; ++s) out.losses.push_back(trainer.train_step().loss);
+  if (save_at_end) trainer.save_checkpoint();
+  out.params = trainer.full_parameters();
+  out.phi = trainer.outer_optimizer()->phi().clone();
+  return out;
+}
+
+TEST_F(Islands, ResumeMidRoundAndInFlightIsBitwiseTheRunStraightThrough) {
+  struct Variant {
+    std::string name;
+    std::function<void(Config&)> set;
+    int save_after;
+  };
+  const std::vector<Variant> variants{
+      {"diloco-mid-round", [](Config&) {}, 6},
+      {"delayed", [](Config& c) { c.outer.delayed = true; }, 6},
+      {"streaming-in-flight",
+       [](Config& c) {
+         c.outer.algorithm = "streaming_diloco";
+         c.outer.fragments = 2;
+         c.outer.delay = 1;
+       },
+       6},
+      {"noloco", [](Config& c) { c.outer.algorithm = "noloco"; }, 5},
+  };
+  for (const Variant& v : variants) {
+    Config c = islands_config("islands-resume-" + v.name, "diloco");
+    c.train.steps = 12;
+    v.set(c);
+    const Trained straight = run(c, world(), 12, false);
+    Config first = c;
+    first.run.dir += "-resumed";
+    first.checkpoint.dir = first.run.dir + "/ckpt";
+    run(first, world(), v.save_after, true);
+    Config second = first;
+    second.checkpoint.resume = "auto";
+    const Trained resumed = run(second, world(), 12 - v.save_after, false);
+    for (int s = 0; s < 12 - v.save_after; ++s)
+      EXPECT_EQ(resumed.losses[s], straight.losses[v.save_after + s]) << v.name << " step " << s + 1;
+    for (const auto& [name, piece] : straight.params)
+      EXPECT_TRUE(resumed.params.at(name).equal(piece)) << v.name << " " << name;
+    EXPECT_TRUE(resumed.phi.equal(straight.phi)) << v.name;
+  }
+}
+
+TEST_F(Islands, CheckpointOfKIslandsLoadsIntoAnotherCount) {
+  if (world_size() != 2) GTEST_SKIP() << "2 islands saved, 1 island x dp 2 loaded";
+  Config c = islands_config("islands-reshape", "diloco");
+  c.checkpoint.dir = c.run.dir + "/ckpt";
+  c.train.eval_sequences = 8;
+  double island0_theta = 0, phi_loss = 0;
+  {
+    Trainer trainer(c, world(), nullptr);
+    for (int s = 0; s < 6; ++s) trainer.train_step();  // mid-round: theta differs from phi
+    trainer.save_checkpoint();
+    island0_theta = trainer.evaluate();  // each island evaluates its own theta; rank 0 is island 0
+    phi_loss = trainer.evaluate_outer();
+  }
+  MPI_Bcast(&island0_theta, 1, MPI_DOUBLE, 0, world().handle());
+  Config one = c;
+  one.parallel.islands = 1;
+  one.parallel.dp = 2;
+  one.parallel.zero = 1;
+  one.checkpoint.resume = "auto";
+  Trainer resumed(one, world(), nullptr);
+  EXPECT_EQ(resumed.step(), 6);
+  // Island 0's theta and the shared phi come back, resharded over dp = 2.
+  EXPECT_NEAR(resumed.evaluate(), island0_theta, 1e-6 * island0_theta);
+  EXPECT_NEAR(resumed.evaluate_outer(), phi_loss, 1e-6 * phi_loss);
+  EXPECT_LT(resumed.train_step().loss, 10.0);
+}
+
+}  // namespace
