@@ -42,7 +42,7 @@ int inspect(const std::string& dir_arg) {
       dir.c_str(), static_cast<long long>(m.step()), static_cast<long long>(m.tokens()),
       static_cast<long long>(m.seed()), m.mesh().islands(), m.mesh().pp(), m.mesh().dp(), m.mesh().tp(),
       m.mesh().zero());
-  std::printf("model %s\n\n%-45s %-10s %-14s %6s %10s  %s\n", m.model_config().c_str(), "tensor", "role",
+  std::printf("model %s\n\n%-45s %-17s %-14s %6s %10s  %s\n", m.model_config().c_str(), "tensor", "role",
               "shape", "chunks", "bytes", "checksums");
   int bad = 0;
   uint64_t total = 0, chunks = 0;
@@ -60,7 +60,9 @@ int inspect(const std::string& dir_arg) {
     total += bytes;
     chunks += static_cast<uint64_t>(t.chunks_size());
     bad += problem.empty() ? 0 : 1;
-    std::printf("%-45s %-10s %-14s %6d %10s  %s\n", t.name().c_str(), checkpoint::role_name(t.role()),
+    const std::string role = checkpoint::role_name(t.role()) +
+                             (t.island() > 0 ? "@" + std::to_string(t.island()) : std::string());  // islands
+    std::printf("%-45s %-17s %-14s %6d %10s  %s\n", t.name().c_str(), role.c_str(),
                 shape_of(t).c_str(), t.chunks_size(),
                 runtime::format_bytes(static_cast<double>(bytes)).c_str(),
                 problem.empty() ? "ok" : problem.c_str());

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "optim/outer/codec.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_layout.h"
 #include "runtime/llama.h"
@@ -51,6 +52,29 @@ double mixed_precision_state_bytes_per_parameter(int zero_stage, int dp) {
   }
 }
 
+namespace {
+
+// The outer optimizer's state and exchange for `owned` elements per rank (IslandExchange's volume:
+// 2(k-1)/k of the encoded tensor per average; NoLoCo sends phi and Delta to each partner).
+void plan_outer(const Config& c, double owned, StagePlan& s) {
+  const OuterConfig& o = c.outer;
+  const int k = c.parallel.islands;
+  if (o.algorithm != "none") s.outer_state_bytes = 8.0 * owned;
+  if (k == 1) return;
+  const double encoded = static_cast<double>(
+      optim::outer::encoded_bytes(optim::outer::codec_named(o.compression), static_cast<int64_t>(owned)));
+  const double average = 2.0 * (k - 1) / k * encoded;
+  if (o.algorithm == "none") {
+    s.outer_bytes_per_sync = s.outer_bytes_per_step = 2.0 * (k - 1) / k * 4.0 * owned;
+    return;
+  }
+  // Streaming syncs each fragment once per H steps: the whole model per H, as DiLoCo.
+  s.outer_bytes_per_sync = o.algorithm == "noloco" ? 2.0 * (o.group_size - 1) * encoded : average;
+  s.outer_bytes_per_step = s.outer_bytes_per_sync / o.inner_steps;
+}
+
+}  // namespace
+
 Plan make_plan(const Config& c) {
   const ParallelConfig& p = c.parallel;
   const int world = p.islands * p.pp * p.dp * p.tp;
@@ -64,7 +88,8 @@ Plan make_plan(const Config& c) {
   const std::vector<pipe::LayerRange> ranges =
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
   const pipe::ScheduleKind kind = pipe::schedule_kind(p.schedule, p.pp);
-  const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.dp) * p.microbatches);
+  const int64_t microbatch =
+      c.train.global_batch / (static_cast<int64_t>(p.islands) * p.dp * p.microbatches);
   const double hidden_bytes = compute_bytes(c) * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
   const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;
   const int64_t vocab_rows = padded_vocab(c.model.vocab, p.tp) / p.tp;
@@ -121,6 +146,7 @@ Plan make_plan(const Config& c) {
     s.pp_bytes = p.microbatches * pp_messages * activation_message;
     if (c.model.tie_embeddings && p.pp > 1 && (stage == 0 || stage == p.pp - 1))
       s.embedding_bytes = ring_all_reduce(4.0 * static_cast<double>(vocab_rows) * c.model.dim, 2);
+    plan_outer(c, params / (p.zero >= 1 ? n : 1.0), s);
     plan.stages.push_back(s);
   }
   return plan;
@@ -155,6 +181,20 @@ std::string format_plan(const Config& c, const Plan& plan) {
                   format_bytes(s.tp_bytes).c_str(), format_bytes(s.pp_bytes).c_str(),
                   format_bytes(s.embedding_bytes).c_str());
     out += line;
+  }
+  if (p.islands > 1 || c.outer.algorithm != "none") {
+    std::snprintf(line, sizeof line, "islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n", p.islands,
+                  c.outer.algorithm.c_str(), c.outer.algorithm == "none" ? 1 : c.outer.inner_steps,
+                  c.outer.compression.c_str());
+    out += line;
+    std::snprintf(line, sizeof line, "%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync",
+                  "per step");
+    out += line;
+    for (const StagePlan& s : plan.stages) {
+      std::snprintf(line, sizeof line, "%5d %13s %13s %13s\n", s.stage, format_bytes(s.outer_state_bytes).c_str(),
+                    format_bytes(s.outer_bytes_per_sync).c_str(), format_bytes(s.outer_bytes_per_step).c_str());
+      out += line;
+    }
   }
   std::snprintf(line, sizeof line,
                 "model state per parameter per rank in mixed precision at dp %d (DeepSpeed): DDP %.2f B, "

@@ -27,6 +27,10 @@ struct StagePlan {
   // Bytes one rank sends per step (ring costs: all-reduce 2(n-1)/n, reduce-scatter and
   // all-gather (n-1)/n of the buffer).
   double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, embedding_bytes = 0;
+  // Islands: the outer optimizer's phi and momentum (fp32, over what this rank's optimizer owns),
+  // and the bytes one rank sends to other islands per sync and per step on average (outer.algorithm
+  // none: gradients every step).
+  double outer_state_bytes = 0, outer_bytes_per_sync = 0, outer_bytes_per_step = 0;
   double model_state_bytes() const { return parameter_bytes + gradient_bytes + optimizer_bytes; }
 };
 

@@ -217,6 +217,14 @@ struct Trainer::State {
                                                            outer_fragments(), *island_exchange);
   }
 
+  // One number from every island, in island order (a few bytes over the island group).
+  std::vector<double> gather_over_islands(double value) const {
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const at::Tensor all = at::empty({mesh->island().size()}, f64);
+    mesh->island().all_gather(at::full({1}, value, f64), all)->wait();
+    return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+  }
+
   void log(const std::string& line) const {
     if (out) *out << line << std::endl;
   }
@@ -559,11 +567,13 @@ void Trainer::run() {
       char line[160];
       int length = std::snprintf(line, sizeof line, "step %5lld/%d | val loss %.4f",
                                  static_cast<long long>(m.step), c.train.steps, val_loss);
-      if (s.outer) {  // island 0's theta above; phi, what the islands agree on, here
+      if (s.outer) {  // every island's theta (island 0's above) and phi, what the islands agree on
+        const std::vector<double> islands = s.gather_over_islands(val_loss);
         const double outer_loss = evaluate_outer();
-        record.add("val_loss_outer", outer_loss);
-        std::snprintf(line + length, sizeof line - static_cast<size_t>(length), " (island 0) | outer %.4f",
-                      outer_loss);
+        record.add("val_loss_islands", islands).add("val_loss_outer", outer_loss);
+        std::snprintf(line + length, sizeof line - static_cast<size_t>(length),
+                      " (island 0; islands %.4f-%.4f) | outer %.4f", *std::min_element(islands.begin(), islands.end()),
+                      *std::max_element(islands.begin(), islands.end()), outer_loss);
       }
       s.metrics->write(record);
       s.log(line);

@@ -53,6 +53,22 @@ else
   check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
 fi
 
+# Two islands of one rank with DiLoCo (H = 3, int8 exchange): outer bytes in every step record,
+# phi evaluated beside island 0's theta, a checkpoint whose tensors name their island, and
+# `ckpt export` writing phi.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco \
+  --set outer.inner_steps=3 --set outer.compression=int8 --set checkpoint.every=6 --set run.dir="$work/islands" \
+  >"$work/islands.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"outer_bytes_total"' "$work/islands/metrics.jsonl") -eq 6 \
+      && $(grep -c '"val_loss_outer"' "$work/islands/metrics.jsonl") -eq 2 && $(grep -c '| outer .* in all' "$work/islands.log") -ge 1 ]] &&
+   "$atoll" ckpt inspect "$work/islands/checkpoints" >"$work/islands_inspect.log" 2>&1 &&
+   grep -q 'outer_momentum@1' "$work/islands_inspect.log" &&
+   "$atoll" ckpt export "$work/islands/checkpoints" --out "$work/islands_phi/model.safetensors" >/dev/null 2>&1; then
+  check ok "launch: 2 islands with DiLoCo log outer bytes and phi's val loss; the checkpoint holds both islands"
+else
+  check fail "launch: 2 islands with DiLoCo"; sed 's/^/    /' "$work/islands.log" | tail -20
+fi
+
 # A 2-stage pipeline (1F1B, 2 microbatches, one layer per stage) trains and reports its bubble.
 timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.layers=2 --set parallel.dp=1 --set parallel.pp=2 \
   --set parallel.microbatches=2 --set run.dir="$work/pp" >"$work/pp.log" 2>&1

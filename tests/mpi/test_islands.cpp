@@ -271,6 +271,11 @@ TEST_F(Islands, OuterBytesAreHTimesFewerAndInt8FourTimesFewerAgain) {
   const double sync = outer_bytes("none", "none"), diloco = outer_bytes("diloco", "none"),
                int8 = outer_bytes("diloco", "int8");
   EXPECT_NEAR(sync / diloco, 4.0, 0.01) << sync << " vs " << diloco;
+  // atoll plan predicts it: 2 syncs of 2(k-1)/k of the fp32 model (within the vote and padding).
+  Config planned = islands_config("islands-bytes-plan", "diloco");
+  planned.outer.inner_steps = 4;
+  const double per_sync = atl::runtime::make_plan(planned).stages[0].outer_bytes_per_sync;
+  EXPECT_NEAR(diloco / (2 * per_sync), 1.0, 0.01) << diloco << " vs plan " << 2 * per_sync;
   EXPECT_NEAR(diloco / int8, 4.0 / (1.0 + 8.0 / 256), 0.1) << diloco << " vs " << int8;
 }
 

@@ -90,5 +90,26 @@ TEST(Plan, OneFOneBKeepsFewerActivationsThanGPipe) {
   EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);    // 32 layers over 3 stages
 }
 
+TEST(Plan, IslandsSendTheModelOncePerRoundAtTheCodecsWidth) {
+  Config c = llama2_7b(1, 8, 1);
+  c.parallel.zero = 1;
+  c.parallel.islands = 4;
+  c.train.global_batch = 4 * 4 * 8;
+  const double owned = static_cast<double>(make_plan(c).stages[0].parameters) / 8;  // ZeRO-1 over dp 8
+  c.outer.algorithm = "none";  // gradients across islands every step: 2(k-1)/k of fp32
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].outer_bytes_per_step, 1.5 * 4 * owned);
+  EXPECT_EQ(make_plan(c).stages[0].outer_state_bytes, 0.0);
+  c.outer.algorithm = "diloco";
+  c.outer.inner_steps = 50;
+  const StagePlan diloco = make_plan(c).stages[0];
+  EXPECT_DOUBLE_EQ(diloco.outer_state_bytes, 8 * owned) << "phi and momentum for the owned shard";
+  EXPECT_DOUBLE_EQ(diloco.outer_bytes_per_sync, 1.5 * 4 * owned);
+  EXPECT_DOUBLE_EQ(diloco.outer_bytes_per_step, 1.5 * 4 * owned / 50);
+  c.outer.compression = "int8";
+  EXPECT_NEAR(make_plan(c).stages[0].outer_bytes_per_sync, 1.5 * owned * (1 + 8.0 / 256), 1e-6 * owned);
+  c.outer.algorithm = "noloco";  // phi and Delta to one partner
+  EXPECT_NEAR(make_plan(c).stages[0].outer_bytes_per_sync, 2 * owned * (1 + 8.0 / 256), 1e-6 * owned);
+}
+
 }  // namespace
 }  // namespace atl::runtime
