@@ -62,9 +62,8 @@ int inspect(const std::string& dir_arg) {
     bad += problem.empty() ? 0 : 1;
     const std::string role = checkpoint::role_name(t.role()) +
                              (t.island() > 0 ? "@" + std::to_string(t.island()) : std::string());  // islands
-    std::printf("%-45s %-17s %-14s %6d %10s  %s\n", t.name().c_str(), role.c_str(),
-                shape_of(t).c_str(), t.chunks_size(),
-                runtime::format_bytes(static_cast<double>(bytes)).c_str(),
+    std::printf("%-45s %-17s %-14s %6d %10s  %s\n", t.name().c_str(), role.c_str(), shape_of(t).c_str(),
+                t.chunks_size(), runtime::format_bytes(static_cast<double>(bytes)).c_str(),
                 problem.empty() ? "ok" : problem.c_str());
   }
   std::printf("\n%d tensors, %llu chunks, %s: %s\n", m.tensors_size(),

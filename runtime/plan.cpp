@@ -88,8 +88,7 @@ Plan make_plan(const Config& c) {
   const std::vector<pipe::LayerRange> ranges =
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
   const pipe::ScheduleKind kind = pipe::schedule_kind(p.schedule, p.pp);
-  const int64_t microbatch =
-      c.train.global_batch / (static_cast<int64_t>(p.islands) * p.dp * p.microbatches);
+  const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.islands) * p.dp * p.microbatches);
   const double hidden_bytes = compute_bytes(c) * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
   const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;
   const int64_t vocab_rows = padded_vocab(c.model.vocab, p.tp) / p.tp;
@@ -183,16 +182,17 @@ std::string format_plan(const Config& c, const Plan& plan) {
     out += line;
   }
   if (p.islands > 1 || c.outer.algorithm != "none") {
-    std::snprintf(line, sizeof line, "islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n", p.islands,
-                  c.outer.algorithm.c_str(), c.outer.algorithm == "none" ? 1 : c.outer.inner_steps,
+    std::snprintf(line, sizeof line, "islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n",
+                  p.islands, c.outer.algorithm.c_str(), c.outer.algorithm == "none" ? 1 : c.outer.inner_steps,
                   c.outer.compression.c_str());
     out += line;
     std::snprintf(line, sizeof line, "%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync",
                   "per step");
     out += line;
     for (const StagePlan& s : plan.stages) {
-      std::snprintf(line, sizeof line, "%5d %13s %13s %13s\n", s.stage, format_bytes(s.outer_state_bytes).c_str(),
-                    format_bytes(s.outer_bytes_per_sync).c_str(), format_bytes(s.outer_bytes_per_step).c_str());
+      std::snprintf(line, sizeof line, "%5d %13s %13s %13s\n", s.stage,
+                    format_bytes(s.outer_state_bytes).c_str(), format_bytes(s.outer_bytes_per_sync).c_str(),
+                    format_bytes(s.outer_bytes_per_step).c_str());
       out += line;
     }
   }

@@ -572,7 +572,8 @@ void Trainer::run() {
         const double outer_loss = evaluate_outer();
         record.add("val_loss_islands", islands).add("val_loss_outer", outer_loss);
         std::snprintf(line + length, sizeof line - static_cast<size_t>(length),
-                      " (island 0; islands %.4f-%.4f) | outer %.4f", *std::min_element(islands.begin(), islands.end()),
+                      " (island 0; islands %.4f-%.4f) | outer %.4f",
+                      *std::min_element(islands.begin(), islands.end()),
                       *std::max_element(islands.begin(), islands.end()), outer_loss);
       }
       s.metrics->write(record);

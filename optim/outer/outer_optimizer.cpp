@@ -88,28 +88,24 @@ void OuterOptimizer::scatter(at::Tensor& flat, int fragment, const at::Tensor& p
   }
 }
 
+at::Tensor OuterOptimizer::value_view(const ValueSpan& span) const {
+  // The segment holding the span: the last one starting at or before it.
+  const size_t s =
+      static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
+                          value_offsets_.begin() - 1);
+  return values_[s].view({-1}).narrow(0, span.offset - value_offsets_[s], span.numel);
+}
+
 at::Tensor OuterOptimizer::gather_values(int fragment) const {
   std::vector<at::Tensor> parts;
-  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
-    // The segment holding the span: the last one starting at or before it.
-    const size_t s =
-        static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
-                            value_offsets_.begin() - 1);
-    parts.push_back(values_[s].view({-1}).narrow(0, span.offset - value_offsets_[s], span.numel));
-  }
+  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) parts.push_back(value_view(span));
   return at::cat(parts);
 }
 
 void OuterOptimizer::scatter_values(int fragment, const at::Tensor& packed) {
   int64_t at = 0;
   for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
-    const size_t s =
-        static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
-                            value_offsets_.begin() - 1);
-    values_[s]
-        .view({-1})
-        .narrow(0, span.offset - value_offsets_[s], span.numel)
-        .copy_(packed.narrow(0, at, span.numel));
+    value_view(span).copy_(packed.narrow(0, at, span.numel));
     at += span.numel;
   }
 }

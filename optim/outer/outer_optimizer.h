@@ -101,6 +101,7 @@ class OuterOptimizer {
   };
   at::Tensor gather(const at::Tensor& flat, int fragment) const;
   void scatter(at::Tensor& flat, int fragment, const at::Tensor& packed) const;
+  at::Tensor value_view(const ValueSpan& span) const;  // theta's elements at `span`, in place
   at::Tensor gather_values(int fragment) const;
   void scatter_values(int fragment, const at::Tensor& packed);
   void apply_mean(int fragment, const at::Tensor& mean_delta);

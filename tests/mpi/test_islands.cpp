@@ -4,12 +4,14 @@
 //    NoLoCo with a=b=0, g=1 makes gossip partners equal their mean.
 //  - The trainer: one island is a no-op; islands averaging every step equal data parallelism; all
 //    islands are bit-identical after a sync under every codec; Streaming DiLoCo with P=1, tau=0,
-//    alpha=0 is DiLoCo; fragments sync at their own steps; islands compose with TP and ZeRO; outer
+//    alpha=0 is DiLoCo; fragments sync at their own steps; islands compose with TP, PP and ZeRO; a
+//    sync leaves the inner AdamW moments untouched; outer
 //    bytes are H times fewer than synchronous training's (4x fewer again in int8).
 //  - Checkpoints: resume mid-round and with an exchange in flight is bitwise the run straight
 //    through; a checkpoint of k islands loads into another count.
 #include <filesystem>
 
+#include "checkpoint/export.h"
 #include "optim/outer/outer_optimizer.h"
 #include "tests/parity_harness.h"
 
@@ -234,8 +236,9 @@ TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
 
 TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
   if (world_size() != 4) GTEST_SKIP() << "2 islands x 2 ranks";
-  for (const bool zero : {false, true}) {
-    Config c = islands_config(zero ? "islands-zero" : "islands-tp", "diloco");
+  for (const std::string inner : {"tp", "zero", "pp"}) {
+    const bool zero = inner == "zero";
+    Config c = islands_config("islands-" + inner, "diloco");
     c.parallel.islands = 2;
     c.outer.inner_steps = 3;
     c.train.steps = 6;
@@ -244,6 +247,9 @@ TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
     if (zero) {
       c.parallel.dp = 2;
       c.parallel.zero = 1;
+    } else if (inner == "pp") {
+      c.parallel.pp = 2;
+      c.parallel.microbatches = 2;
     } else {
       c.parallel.tp = 2;
       c.parallel.sequence_parallel = true;
@@ -253,9 +259,32 @@ TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
     const auto ours = atl::test::train(c, world());
     for (size_t s = 0; s < ours.losses.size(); ++s)
       EXPECT_NEAR(ours.losses[s], expected.losses[s], 1e-5 * expected.losses[s]) << "step " << s + 1;
-    atl::test::expect_pieces_match(c, zero ? 0 : world().rank() % 2, ours.final_params, expected.final_params,
-                                   "parameter after 6 steps");
+    atl::test::expect_pieces_match(c, inner == "tp" ? world().rank() % 2 : 0, ours.final_params,
+                                   expected.final_params, "parameter after 6 steps");
   }
+}
+
+TEST_F(Islands, ASyncLeavesTheInnerAdamWMomentsUntouched) {
+  // The same 4 steps twice: syncing after step 4, and never (H beyond the run). Island 0's saved
+  // AdamW moments are bitwise equal; its parameters are not (the sync moved them).
+  const auto saved_after_four = [&](const std::string& tag, int inner_steps) {
+    Config c = islands_config("islands-moments-" + tag, "diloco");
+    c.outer.inner_steps = inner_steps;
+    c.train.steps = 4;
+    c.checkpoint.dir = c.run.dir + "/ckpt";
+    Trainer trainer(c, world(), nullptr);
+    for (int s = 0; s < 4; ++s) trainer.train_step();
+    return trainer.save_checkpoint();
+  };
+  const std::string synced = saved_after_four("synced", 4), alone = saved_after_four("alone", 1000);
+  for (const auto role : {atl::checkpoint::proto::EXP_AVG, atl::checkpoint::proto::EXP_AVG_SQ}) {
+    const auto a = atl::checkpoint::consolidated(synced, role),
+               b = atl::checkpoint::consolidated(alone, role);
+    for (const auto& [name, moment] : a) EXPECT_TRUE(moment.equal(b.at(name))) << name;
+  }
+  const auto a = atl::checkpoint::consolidated(synced, atl::checkpoint::proto::PARAM),
+             b = atl::checkpoint::consolidated(alone, atl::checkpoint::proto::PARAM);
+  EXPECT_FALSE(a.at("model.layers.0.mlp.up_proj.weight").equal(b.at("model.layers.0.mlp.up_proj.weight")));
 }
 
 TEST_F(Islands, OuterBytesAreHTimesFewerAndInt8FourTimesFewerAgain) {
