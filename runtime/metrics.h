@@ -22,6 +22,7 @@ struct StepMetrics {
   double comm_wait_seconds = 0.0;        // time blocked on communication in the step (not overlapped)
   double checkpoint_wait_seconds = 0.0;  // time blocked on a lazy checkpoint's snapshot before the update
   uint64_t comm_bytes = 0;               // bytes this rank sent in the step inside its island (tp, dp, pp)
+  uint64_t tp_bytes = 0, dp_bytes = 0, pp_bytes = 0;  // of which in the tp, dp and pp groups
   // Islands: bytes this rank sent to other islands in the step and since the start, the seconds the
   // step blocked on the outer exchange, and the link simulator's total seconds (0 without islands).
   bool islands = false;

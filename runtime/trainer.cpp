@@ -50,6 +50,7 @@ std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParal
 // Totals over the groups inside an island: bytes sent and seconds blocked waiting.
 struct CommTotals {
   uint64_t bytes = 0;
+  uint64_t tp = 0, dp = 0, pp = 0;  // the main groups' shares of `bytes`
   double wait_seconds = 0.0;
 };
 
@@ -59,6 +60,9 @@ CommTotals comm_totals(const comm::DeviceMesh& mesh) {
     totals.bytes += group.bytes().total_bytes();
     totals.wait_seconds += group.bytes().wait_seconds();
   };
+  totals.tp = mesh.tp().bytes().total_bytes();
+  totals.dp = mesh.dp().bytes().total_bytes();
+  totals.pp = mesh.pp().bytes().total_bytes();
   // The island group carries only the outer exchange, accounted for by IslandExchange.
   for (comm::GroupKind kind :
        {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp, comm::GroupKind::kModel})
@@ -463,6 +467,9 @@ StepMetrics Trainer::train_step() {
   if (s.pipeline.stages > 1) gather_stage_stats(s.mesh->pp(), pipeline_stats, m);
   const CommTotals comm_after = comm_totals(*s.mesh);
   m.comm_bytes = comm_after.bytes - comm_before.bytes;
+  m.tp_bytes = comm_after.tp - comm_before.tp;
+  m.dp_bytes = comm_after.dp - comm_before.dp;
+  m.pp_bytes = comm_after.pp - comm_before.pp;
   m.comm_wait_seconds = comm_after.wait_seconds - comm_before.wait_seconds;
   m.checkpoint_wait_seconds = checkpoint_wait;
   if (s.island_exchange) {
