@@ -57,16 +57,16 @@ struct CommTotals {
 CommTotals comm_totals(const comm::DeviceMesh& mesh) {
   CommTotals totals;
   auto add = [&totals](const comm::Communicator& group) {
-    totals.bytes += group.bytes().total_bytes();
+    const uint64_t bytes = group.bytes().total_bytes();
+    totals.bytes += bytes;
     totals.wait_seconds += group.bytes().wait_seconds();
+    return bytes;
   };
-  totals.tp = mesh.tp().bytes().total_bytes();
-  totals.dp = mesh.dp().bytes().total_bytes();
-  totals.pp = mesh.pp().bytes().total_bytes();
   // The island group carries only the outer exchange, accounted for by IslandExchange.
-  for (comm::GroupKind kind :
-       {comm::GroupKind::kTp, comm::GroupKind::kDp, comm::GroupKind::kPp, comm::GroupKind::kModel})
-    add(mesh.group(kind));
+  totals.tp = add(mesh.tp());
+  totals.dp = add(mesh.dp());
+  totals.pp = add(mesh.pp());
+  add(mesh.model());
   if (mesh.embedding()) add(*mesh.embedding());
   return totals;
 }
@@ -170,12 +170,17 @@ struct Trainer::State {
   int data_rank() const { return mesh->coord().island * config.parallel.dp + mesh->coord().dp; }
   int data_ranks() const { return config.parallel.islands * config.parallel.dp; }
 
-  // Synchronous data parallelism across islands (outer.algorithm none): the dp-averaged gradients
-  // of what this rank owns are averaged with the same pieces in every other island.
-  void average_gradients_over_islands() {
-    if (!island_exchange || outer) return;
+  // Islands averaging every step (outer.algorithm none, islands > 1), synchronous data parallelism
+  // across islands.
+  bool islands_average_every_step() const { return island_exchange && !outer; }
+
+  // The dp-averaged gradients of what this rank owns, averaged with the same pieces in every other
+  // island; returns the seconds it blocked.
+  double average_gradients_over_islands() {
+    const auto start = Clock::now();
     const at::Tensor& grads = data_parallel->optimizer_grads();
     grads.copy_(island_exchange->mean(grads));
+    return std::chrono::duration<double>(Clock::now() - start).count();
   }
 
   // The outer optimizer's fragments in the inner optimizer's coordinates: the whole of every value
@@ -429,20 +434,13 @@ StepMetrics Trainer::train_step() {
   }
   const uint64_t outer_bytes_before = s.island_exchange ? s.island_exchange->bytes_sent() : 0;
   const double outer_wait_before = s.outer ? s.outer->wait_seconds() : 0.0;
-  const auto island_average_start = Clock::now();
-  s.average_gradients_over_islands();
   const double island_average_seconds =
-      s.outer ? 0.0 : std::chrono::duration<double>(Clock::now() - island_average_start).count();
+      s.islands_average_every_step() ? s.average_gradients_over_islands() : 0.0;
 
   // The last stage holds the loss: sum over the pipeline, average over data parallelism.
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
   if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
-  s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg)->wait();
-  // Islands averaging every step talk every step anyway: their loss is the whole job's. With an
-  // outer optimizer the loss stays island 0's (a message per step is what islands avoid).
-  comm::WorkPtr loss_work = s.island_exchange && !s.outer
-                                ? s.mesh->island().all_reduce(loss, comm::ReduceOp::kAvg)
-                                : std::make_shared<comm::CompletedWork>();
+  comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
   const double grad_norm = s.global_grad_norm();
   optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
   const double lr = s.schedule.at(s.step);
@@ -452,6 +450,9 @@ StepMetrics Trainer::train_step() {
   if (s.outer) s.outer->after_inner_step(s.step + 1);  // may move theta: before the copies derive from it
   s.data_parallel->after_optimizer_step();
   loss_work->wait();
+  // Islands averaging every step talk every step anyway: their loss is the whole job's. With an
+  // outer optimizer the loss stays island 0's (a message per step is what islands avoid).
+  if (s.islands_average_every_step()) s.mesh->island().all_reduce(loss, comm::ReduceOp::kAvg)->wait();
   ++s.step;
 
   StepMetrics m;
@@ -476,7 +477,7 @@ StepMetrics Trainer::train_step() {
     m.islands = true;
     m.outer_bytes = s.island_exchange->bytes_sent() - outer_bytes_before;
     m.outer_bytes_total = s.island_exchange->bytes_sent();
-    m.outer_wait_seconds = (s.outer ? s.outer->wait_seconds() - outer_wait_before : island_average_seconds);
+    m.outer_wait_seconds = s.outer ? s.outer->wait_seconds() - outer_wait_before : island_average_seconds;
     m.outer_simulated_seconds = s.island_exchange->simulated_seconds();
   }
   m.rss_bytes = resident_memory_bytes();

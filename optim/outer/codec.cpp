@@ -27,14 +27,19 @@ at::Tensor reinterpret(const at::Tensor& bytes, at::ScalarType dtype) {
   return bytes.clone().view(dtype);
 }
 
+// "N <kind>values (first at element i)" for the set elements of a 1-D boolean mask; "" when none is.
+std::string flagged(const at::Tensor& mask, const std::string& kind) {
+  const int64_t count = mask.sum().item<int64_t>();
+  if (count == 0) return "";
+  const int64_t first = mask.nonzero().select(1, 0)[0].item<int64_t>();
+  return std::to_string(count) + " " + kind + "values (first at element " + std::to_string(first) + ")";
+}
+
 void check_finite(Codec codec, const at::Tensor& values) {
-  const at::Tensor bad = at::isfinite(values).logical_not_();
-  const int64_t count = bad.sum().item<int64_t>();
-  if (count == 0) return;
-  const int64_t first = bad.nonzero().select(1, 0)[0].item<int64_t>();
+  const std::string bad = flagged(at::isfinite(values).logical_not_(), "non-finite ");
+  if (bad.empty()) return;
   throw std::invalid_argument(
-      "outer exchange: " + std::to_string(count) + " non-finite values (first at element " +
-      std::to_string(first) + ") in the " + codec_name(codec) +
+      "outer exchange: " + bad + " in the " + codec_name(codec) +
       " input; the inner training diverged -- lower optim.lr or enable optim.grad_clip");
 }
 
@@ -42,12 +47,9 @@ void check_finite(Codec codec, const at::Tensor& values) {
 at::Tensor cast_checked(Codec codec, const at::Tensor& values, at::ScalarType dtype, const char* limit,
                         const char* alternative) {
   const at::Tensor cast = values.to(dtype);
-  const at::Tensor overflow = at::isinf(cast);
-  const int64_t count = overflow.sum().item<int64_t>();
-  if (count == 0) return cast.view(at::kByte);
-  const int64_t first = overflow.nonzero().select(1, 0)[0].item<int64_t>();
-  throw std::invalid_argument("outer exchange: " + std::to_string(count) + " values (first at element " +
-                              std::to_string(first) + ") exceed the " + codec_name(codec) +
+  const std::string overflow = flagged(at::isinf(cast), "");
+  if (overflow.empty()) return cast.view(at::kByte);
+  throw std::invalid_argument("outer exchange: " + overflow + " exceed the " + codec_name(codec) +
                               " range |x| <= " + limit + "; use the " + alternative + " codec");
 }
 

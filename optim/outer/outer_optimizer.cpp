@@ -73,53 +73,48 @@ void OuterOptimizer::reset_from_values() {
   momentum_.zero_();
 }
 
-at::Tensor OuterOptimizer::gather(const at::Tensor& flat, int fragment) const {
-  std::vector<at::Tensor> parts;
+std::vector<at::Tensor> OuterOptimizer::state_views(const at::Tensor& flat, int fragment) const {
+  std::vector<at::Tensor> views;
   for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)])
-    parts.push_back(flat.narrow(0, span.offset, span.numel));
-  return at::cat(parts);
+    views.push_back(flat.narrow(0, span.offset, span.numel));
+  return views;
 }
 
-void OuterOptimizer::scatter(at::Tensor& flat, int fragment, const at::Tensor& packed) const {
-  int64_t at = 0;
+std::vector<at::Tensor> OuterOptimizer::theta_views(int fragment) const {
+  std::vector<at::Tensor> views;
   for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
-    flat.narrow(0, span.offset, span.numel).copy_(packed.narrow(0, at, span.numel));
-    at += span.numel;
+    // The segment holding the span: the last one starting at or before it.
+    const size_t s =
+        static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
+                            value_offsets_.begin() - 1);
+    views.push_back(values_[s].view({-1}).narrow(0, span.offset - value_offsets_[s], span.numel));
   }
+  return views;
 }
 
-at::Tensor OuterOptimizer::value_view(const ValueSpan& span) const {
-  // The segment holding the span: the last one starting at or before it.
-  const size_t s =
-      static_cast<size_t>(std::upper_bound(value_offsets_.begin(), value_offsets_.end(), span.offset) -
-                          value_offsets_.begin() - 1);
-  return values_[s].view({-1}).narrow(0, span.offset - value_offsets_[s], span.numel);
+at::Tensor OuterOptimizer::gather(const std::vector<at::Tensor>& views) {
+  return at::cat(views);
 }
 
-at::Tensor OuterOptimizer::gather_values(int fragment) const {
-  std::vector<at::Tensor> parts;
-  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) parts.push_back(value_view(span));
-  return at::cat(parts);
-}
-
-void OuterOptimizer::scatter_values(int fragment, const at::Tensor& packed) {
+void OuterOptimizer::scatter(const std::vector<at::Tensor>& views, const at::Tensor& packed) {
   int64_t at = 0;
-  for (const ValueSpan& span : fragments_[static_cast<size_t>(fragment)]) {
-    value_view(span).copy_(packed.narrow(0, at, span.numel));
-    at += span.numel;
+  for (const at::Tensor& view : views) {
+    view.copy_(packed.narrow(0, at, view.numel()));
+    at += view.numel();
   }
 }
 
 void OuterOptimizer::apply_mean(int fragment, const at::Tensor& mean_delta) {
-  at::Tensor phi = gather(phi_, fragment), momentum = gather(momentum_, fragment);
+  at::Tensor phi = gather(state_views(phi_, fragment)), momentum = gather(state_views(momentum_, fragment));
   outer_sgd_step(phi, momentum, mean_delta, options_.sgd);
-  scatter(phi_, fragment, phi);
-  scatter(momentum_, fragment, momentum);
+  scatter(state_views(phi_, fragment), phi);
+  scatter(state_views(momentum_, fragment), momentum);
   // Delayed DiLoCo restarted theta when the exchange began; the others take phi now (streaming
   // mixes in its local progress since the exchange began).
   if (options_.delayed) return;
   const double mix = options_.algorithm == Algorithm::kStreamingDiLoCo ? options_.mix : 0.0;
-  scatter_values(fragment, mix == 0.0 ? phi : gather_values(fragment).mul_(mix).add_(phi, 1.0 - mix));
+  const std::vector<at::Tensor> theta = theta_views(fragment);
+  scatter(theta, mix == 0.0 ? phi : gather(theta).mul_(mix).add_(phi, 1.0 - mix));
 }
 
 at::Tensor OuterOptimizer::wait_pending() {
@@ -139,15 +134,15 @@ void OuterOptimizer::noloco_sync(int64_t step) {
        gossip_groups(exchange_.islands(), options_.group_size, options_.seed, round))
     if (std::find(group.begin(), group.end(), me) != group.end()) members = group;
   std::sort(members.begin(), members.end());  // every member sums in the same order
-  at::Tensor phi = gather(phi_, 0), delta = gather(momentum_, 0);
-  const at::Tensor progress = gather_values(0) - phi;
+  at::Tensor phi = gather(state_views(phi_, 0)), delta = gather(state_views(momentum_, 0));
+  const at::Tensor progress = gather(theta_views(0)) - phi;
   const auto start = Clock::now();
   const std::vector<at::Tensor> means = exchange_.group_mean({phi, progress}, members);
   wait_seconds_ += seconds_since(start);
   noloco_step(phi, delta, means[0], means[1], options_.noloco);
-  scatter(phi_, 0, phi);
-  scatter(momentum_, 0, delta);
-  scatter_values(0, phi);
+  scatter(state_views(phi_, 0), phi);
+  scatter(state_views(momentum_, 0), delta);
+  scatter(theta_views(0), phi);
 }
 
 bool OuterOptimizer::after_inner_step(int64_t step) {
@@ -160,7 +155,7 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
   bool changed = false;
   // The new pseudo-gradient is taken before a delayed result lands on the same step.
   at::Tensor delta;
-  if (starting) delta = gather(phi_, *starting) - gather_values(*starting);
+  if (starting) delta = gather(state_views(phi_, *starting)) - gather(theta_views(*starting));
   if (pending_ && pending_->applied_after == step) {
     apply_mean(pending_->fragment, wait_pending());
     pending_.reset();
@@ -175,7 +170,7 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
     return true;
   }
   if (options_.delayed) {
-    scatter_values(*starting, gather(phi_, *starting));
+    scatter(theta_views(*starting), gather(state_views(phi_, *starting)));
     changed = true;
   }
   // The exchange runs on its own thread over the island group, which nothing else uses meanwhile.
@@ -189,7 +184,7 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
 at::Tensor OuterOptimizer::in_flight_result() {
   if (!pending_) return {};
   at::Tensor full = at::zeros_like(phi_);
-  scatter(full, pending_->fragment, wait_pending());
+  scatter(state_views(full, pending_->fragment), wait_pending());
   return full;
 }
 
@@ -200,7 +195,8 @@ bool OuterOptimizer::restore(int64_t step, const at::Tensor& in_flight) {
       options_.algorithm == Algorithm::kNoLoCo ? std::nullopt : in_flight_after(schedule_, step);
   if (!flight) return true;
   if (!in_flight.defined()) return false;
-  pending_ = Pending{flight->fragment, flight->applied_after, {}, gather(in_flight, flight->fragment)};
+  pending_ =
+      Pending{flight->fragment, flight->applied_after, {}, gather(state_views(in_flight, flight->fragment))};
   return true;
 }
 

@@ -99,11 +99,12 @@ class OuterOptimizer {
     std::future<at::Tensor> mean;
     at::Tensor ready;  // the mean once waited for
   };
-  at::Tensor gather(const at::Tensor& flat, int fragment) const;
-  void scatter(at::Tensor& flat, int fragment, const at::Tensor& packed) const;
-  at::Tensor value_view(const ValueSpan& span) const;  // theta's elements at `span`, in place
-  at::Tensor gather_values(int fragment) const;
-  void scatter_values(int fragment, const at::Tensor& packed);
+  // In-place views of a fragment's spans: in an outer-state tensor (phi, momentum), or in theta.
+  std::vector<at::Tensor> state_views(const at::Tensor& flat, int fragment) const;
+  std::vector<at::Tensor> theta_views(int fragment) const;
+  // The views' elements as one tensor, and back.
+  static at::Tensor gather(const std::vector<at::Tensor>& views);
+  static void scatter(const std::vector<at::Tensor>& views, const at::Tensor& packed);
   void apply_mean(int fragment, const at::Tensor& mean_delta);
   void noloco_sync(int64_t step);
   at::Tensor wait_pending();
