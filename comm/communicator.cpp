@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include "comm/flight_recorder.h"
+
 #include <stdexcept>
 
 namespace atl::comm {
@@ -62,6 +64,17 @@ WorkPtr Communicator::send(const at::Tensor& tensor, int peer, int tag) {
 
 WorkPtr Communicator::recv(const at::Tensor& tensor, int peer, int tag) {
   return batch_p2p({P2POp{P2POp::Kind::kRecv, tensor, peer, tag}});
+}
+
+uint64_t Communicator::record_start(OpKind op, uint64_t bytes, bool point_to_point) {
+  if (!recorder_ || size() == 1) return 0;
+  return recorder_->start(point_to_point ? label() + " p2p" : label(), op, bytes);
+}
+
+std::function<void()> Communicator::record_closer(uint64_t record) const {
+  if (!recorder_ || record == 0) return {};
+  FlightRecorder* recorder = recorder_;
+  return [recorder, record] { recorder->finish(record); };
 }
 
 }  // namespace atl::comm

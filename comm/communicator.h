@@ -11,11 +11,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace atl::comm {
+
+class FlightRecorder;
 
 enum class ReduceOp { kSum, kAvg, kMax };
 
@@ -120,8 +123,27 @@ class Communicator {
 
   const ByteCounters& bytes() const { return counters_; }
 
+  // Records every operation on this group (of more than one rank) in `recorder`, which must outlive
+  // the communicator; null stops recording.
+  void record_in(FlightRecorder* recorder) { recorder_ = recorder; }
+  // The group's name and its members' world ranks, e.g. "dp[0,2]": how flight records name groups.
+  const std::string& label() const { return label_.empty() ? name() : label_; }
+
  protected:
+  // A flight record of an operation starting now (0 when not recording); the closer of
+  // record_closer() ends it when the operation completes.
+  // Point-to-point batches are counted apart from collectives (group "<label> p2p"): their counts
+  // differ between ranks by design, so only collective counts tell who is behind.
+  uint64_t record_start(OpKind op, uint64_t bytes, bool point_to_point = false);
+  // Ends `record` when called (empty for record 0). The recorder must outlive the closer.
+  std::function<void()> record_closer(uint64_t record) const;
+  FlightRecorder* recorder() const { return recorder_; }
+
   ByteCounters counters_;
+  std::string label_;  // set by backends that know their members' world ranks
+
+ private:
+  FlightRecorder* recorder_ = nullptr;
 };
 
 // Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.

@@ -64,6 +64,11 @@ Communicator& DeviceMesh::group(GroupKind kind) const {
   throw std::logic_error("unknown group kind");
 }
 
+void DeviceMesh::record_in(FlightRecorder* recorder) const {
+  for (Communicator* group : {tp_.get(), dp_.get(), pp_.get(), island_.get(), model_.get(), embedding_.get()})
+    if (group) group->record_in(recorder);
+}
+
 std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {
   constexpr int kHostLen = 64;
   char host[kHostLen] = {};

@@ -11,6 +11,7 @@
 
 namespace atl::comm {
 
+class FlightRecorder;
 class MpiCommunicator;
 
 class DeviceMesh {
@@ -34,6 +35,8 @@ class DeviceMesh {
   // Null on ranks that are neither on the first nor on the last pipeline stage.
   Communicator* embedding() const { return embedding_.get(); }
   Communicator& group(GroupKind kind) const;
+  // Records every group's operations in `recorder` (see Communicator::record_in).
+  void record_in(FlightRecorder* recorder) const;
 
   // One row per world rank: host, coordinates. Collective (gathers host names); the text is
   // complete on rank 0.

@@ -14,19 +14,29 @@
 namespace atl::comm {
 namespace {
 
-// A set of MPI requests plus what must outlive them: the tensors (so buffers stay alive),
-// count/displacement arrays of the v-collectives, and a finisher run once on completion
-// (the division of an average).
 uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
+}  // namespace
+
+// A set of MPI requests plus what must outlive them: the tensors (so buffers stay alive),
+// count/displacement arrays of the v-collectives, a finisher run once on completion (the division
+// of an average) and `on_done`, run once when the operation completes or the Work is dropped (it
+// closes the flight record).
 class MpiWork final : public Work {
  public:
   // `counters` (the issuing communicator's) receive the time wait() blocks.
-  MpiWork(ByteCounters& counters, std::vector<at::Tensor> keep_alive, std::function<void()> finish = {})
-      : counters_(counters), keep_alive_(std::move(keep_alive)), finish_(std::move(finish)) {}
+  MpiWork(ByteCounters& counters, std::vector<at::Tensor> keep_alive, std::function<void()> finish,
+          std::function<void()> on_done)
+      : counters_(counters),
+        keep_alive_(std::move(keep_alive)),
+        finish_(std::move(finish)),
+        on_done_(std::move(on_done)) {}
+  ~MpiWork() override {
+    if (on_done_) on_done_();
+  }
 
   std::vector<MPI_Request> requests;
   std::vector<int> counts, displacements;
@@ -52,13 +62,17 @@ class MpiWork final : public Work {
     done_ = true;
     if (finish_) finish_();
     keep_alive_.clear();
+    if (on_done_) std::exchange(on_done_, {})();
   }
 
   ByteCounters& counters_;
   std::vector<at::Tensor> keep_alive_;
   std::function<void()> finish_;
+  std::function<void()> on_done_;
   bool done_ = false;
 };
+
+namespace {
 
 constexpr size_t kBlockingAllReduceBytes = 64 * 1024;
 
@@ -80,6 +94,21 @@ std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, in
   };
 }
 
+// "0,2,4": the world ranks of the members of `comm`, in group order.
+std::string world_ranks_of(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_CHECK(MPI_Comm_group(comm, &group));
+  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> ranks(static_cast<size_t>(size)), world_ranks(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  std::string out;
+  for (int r : world_ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
 uint64_t ring_bytes(const at::Tensor& t, int size, int passes) {
   return ring_wire_bytes(t.nbytes(), size, passes);
 }
@@ -91,6 +120,15 @@ MpiCommunicator::MpiCommunicator(const MpiRuntime& runtime, MPI_Comm comm, std::
   MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  label_ = name_ + "[" + world_ranks_of(comm_, size_) + "]";
+}
+
+std::shared_ptr<MpiWork> MpiCommunicator::make_work(OpKind op, uint64_t wire_bytes, uint64_t tensor_bytes,
+                                                   std::vector<at::Tensor> keep_alive,
+                                                   std::function<void()> finish) {
+  counters_.add(op, wire_bytes);
+  return std::make_shared<MpiWork>(counters_, std::move(keep_alive), std::move(finish),
+                                   record_closer(record_start(op, tensor_bytes)));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -99,9 +137,8 @@ MpiCommunicator::~MpiCommunicator() {
 
 WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   check_contiguous(tensor, "all_reduce");
-  counters_.add(OpKind::kAllReduce, ring_bytes(tensor, size_, 2));
-  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{tensor},
-                                        average_finisher(tensor, op, size_));
+  auto work = make_work(OpKind::kAllReduce, ring_bytes(tensor, size_, 2), tensor.nbytes(), {tensor},
+                        average_finisher(tensor, op, size_));
   if (size_ == 1 || tensor.numel() == 0) return work;
   if (tensor.nbytes() <= kBlockingAllReduceBytes) {
     // Latency-bound sizes: the blocking collective is faster and there is little to overlap. Every
@@ -123,9 +160,8 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
 
 WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
   check_shard("reduce_scatter", input, output, size_, rank_);
-  counters_.add(OpKind::kReduceScatter, ring_bytes(input, size_, 1));
-  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{input, output},
-                                        average_finisher(output, op, size_));
+  auto work = make_work(OpKind::kReduceScatter, ring_bytes(input, size_, 1), input.nbytes(), {input, output},
+                        average_finisher(output, op, size_));
   if (size_ == 1) {
     output.copy_(input);
     return work;
@@ -144,8 +180,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tenso
 WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
   check_shard("all_gather", output, input, size_, rank_);
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
-  counters_.add(OpKind::kAllGather, ring_bytes(output, size_, 1));
-  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{input, output});
+  auto work = make_work(OpKind::kAllGather, ring_bytes(output, size_, 1), output.nbytes(), {input, output});
   // In place when `input` is this rank's slice of `output` (MPI forbids aliased buffers otherwise).
   const bool in_place =
       input.data_ptr() == static_cast<char*>(output.data_ptr()) + mine.offset * output.element_size();
@@ -173,8 +208,7 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
   if (root < 0 || root >= size_)
     throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside group of " +
                                 std::to_string(size_));
-  counters_.add(OpKind::kBroadcast, ring_bytes(tensor, size_, 1));
-  auto work = std::make_shared<MpiWork>(counters_, std::vector<at::Tensor>{tensor});
+  auto work = make_work(OpKind::kBroadcast, ring_bytes(tensor, size_, 1), tensor.nbytes(), {tensor});
   if (size_ == 1 || tensor.numel() == 0) return work;
   work->requests.resize(1);
   MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), checked_count(tensor.numel(), "broadcast"),
@@ -184,8 +218,15 @@ WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
 
 WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
   std::vector<at::Tensor> tensors;
-  for (const P2POp& op : ops) tensors.push_back(op.tensor);
-  auto work = std::make_shared<MpiWork>(counters_, std::move(tensors));
+  uint64_t sent = 0;
+  for (const P2POp& op : ops) {
+    tensors.push_back(op.tensor);
+    if (op.kind == P2POp::Kind::kSend) sent += op.tensor.nbytes();
+  }
+  // One flight record for the batch; byte counters per leg below.
+  const uint64_t record = record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
+  auto work = std::make_shared<MpiWork>(counters_, std::move(tensors), std::function<void()>{},
+                                        record_closer(record));
   work->requests.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& op = ops[i];
@@ -209,9 +250,11 @@ WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
 
 void MpiCommunicator::barrier() {
   counters_.add(OpKind::kBarrier, 0);
+  const std::function<void()> close_record = record_closer(record_start(OpKind::kBarrier, 0));
   const auto start = std::chrono::steady_clock::now();
   MPI_CHECK(MPI_Barrier(comm_));
   counters_.add_wait(elapsed_ns(start));
+  if (close_record) close_record();
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, std::string name) const {

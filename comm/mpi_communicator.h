@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 namespace atl::comm {
 
 class MpiRuntime;
+class MpiWork;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -44,6 +46,11 @@ class MpiCommunicator final : public Communicator {
   const MpiRuntime& runtime() const { return runtime_; }
 
  private:
+  // A Work for one operation: counts its bytes (`wire_bytes` under ring costs), starts its flight
+  // record (`tensor_bytes`) and closes the record when the operation completes or is dropped.
+  std::shared_ptr<MpiWork> make_work(OpKind op, uint64_t wire_bytes, uint64_t tensor_bytes,
+                                     std::vector<at::Tensor> keep_alive, std::function<void()> finish = {});
+
   const MpiRuntime& runtime_;
   MPI_Comm comm_;
   std::string name_;

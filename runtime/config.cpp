@@ -289,6 +289,7 @@ const std::vector<Field>& fields() {
     const SectionFields<DataConfig> data{"data", &Config::data};
     const SectionFields<CheckpointConfig> checkpoint{"checkpoint", &Config::checkpoint};
     const SectionFields<OuterConfig> outer{"outer", &Config::outer};
+    const SectionFields<CommConfig> comm{"comm", &Config::comm};
     return std::vector<Field>{
         run("dir", &RunConfig::dir),
         run("seed", &RunConfig::seed, at_least(0)),
@@ -323,6 +324,7 @@ const std::vector<Field>& fields() {
         train("eval_every", &TrainConfig::eval_every, at_least(0)),
         train("eval_sequences", &TrainConfig::eval_sequences, at_least(0)),
         train("precision", &TrainConfig::precision, {}, {"fp32", "bf16"}),
+        train("on_nonfinite", &TrainConfig::on_nonfinite, {}, {"skip", "stop"}),
         optim("lr", &OptimConfig::lr, above(0)),
         optim("min_lr", &OptimConfig::min_lr, at_least(0)),
         optim("warmup", &OptimConfig::warmup, at_least(0)),
@@ -353,6 +355,8 @@ const std::vector<Field>& fields() {
         outer("compression", &OuterConfig::compression, {}, {"none", "fp16", "bf16", "int8", "int4"}),
         outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
         outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
+        comm("timeout_s", &CommConfig::timeout_s, above(0)),
+        comm("flight_records", &CommConfig::flight_records, at_least(1)),
     };
   }();
   return table;

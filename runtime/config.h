@@ -59,6 +59,9 @@ struct TrainConfig {
   // fp32 | bf16: bf16 parameters and activations for compute, with fp32 gradients, master weights
   // and optimizer state (mixed precision).
   std::string precision = "fp32";
+  // A non-finite loss or gradient norm: skip (drop the step's update, count it, go on) | stop (commit
+  // a checkpoint of the state before the step and exit with an error).
+  std::string on_nonfinite = "stop";
 };
 
 struct OptimConfig {
@@ -111,6 +114,13 @@ struct OuterConfig {
   double simulated_latency_ms = 0.0;      // per message on the simulated link
 };
 
+// Collective health (DESIGN §3): every collective is recorded in a flight-recorder ring, and a
+// watchdog aborts the job when one waits longer than timeout_s.
+struct CommConfig {
+  double timeout_s = 600.0;  // longest a collective may wait before every rank aborts with a dump
+  int flight_records = 64;   // collectives kept per rank for the dump (<run.dir>/flight/rank-N.json)
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
@@ -120,6 +130,7 @@ struct Config {
   DataConfig data;
   CheckpointConfig checkpoint;
   OuterConfig outer;
+  CommConfig comm;
 
   // checkpoint.dir, or <run.dir>/checkpoints for auto.
   std::string checkpoint_dir() const {

@@ -306,7 +306,8 @@ model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq
             rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01, init_from: w.safetensors }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,
             virtual_stages: 2, bucket_mb: 12.5, reduce_dtype: bf16, sequence_parallel: true, stage_layers: [1, 2, 1] }
-train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16 }
+train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16,
+            on_nonfinite: skip }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
 data:     { train: "~", val: "true" }
@@ -314,6 +315,7 @@ checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, r
 outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
             mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4,
             simulated_bandwidth_mbps: 100, simulated_latency_ms: 20 }
+comm:     { timeout_s: 2.5, flight_records: 9 }
 )");
 }
 
