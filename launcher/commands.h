@@ -14,6 +14,7 @@ int launch_command(const Args& args);
 int data_command(const Args& args);
 int plan_command(const Args& args);
 int ckpt_command(const Args& args);
+int report_command(const Args& args);
 
 // CONFIG [--set k=v]... parsed; everything else is left in `rest`.
 struct ConfigArgs {

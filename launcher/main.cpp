@@ -20,6 +20,7 @@ commands:
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
   ckpt export DIR --out FILE.safetensors            consolidated Hugging Face weights + config.json
+  report RUN_DIR [--out FILE.svg]                   a run's summary and its loss curve as an SVG
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
     if (command == "data") return atl::launcher::data_command(rest);
     if (command == "plan") return atl::launcher::plan_command(rest);
     if (command == "ckpt") return atl::launcher::ckpt_command(rest);
+    if (command == "report") return atl::launcher::report_command(rest);
   } catch (const std::exception& e) {
     std::cerr << "atoll: error: " << e.what() << "\n";
     return 1;
