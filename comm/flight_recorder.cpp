@@ -4,7 +4,8 @@
 
 namespace atl::comm {
 
-FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity), origin_(Clock::now()) {}
+FlightRecorder::FlightRecorder(size_t capacity)
+    : capacity_(capacity == 0 ? 1 : capacity), origin_(Clock::now()) {}
 
 double FlightRecorder::now_s() const {
   return std::chrono::duration<double>(Clock::now() - origin_).count();
@@ -68,23 +69,26 @@ std::string FlightRecorder::to_json(int rank, const std::string& reason) const {
   out += buf;
   const std::map<std::string, GroupProgress> groups = progress();
   bool first = true;
+  // Labels list every member's world rank, so they can outgrow `buf`: append them unformatted.
   for (const auto& [group, p] : groups) {
-    std::snprintf(buf, sizeof buf, "%s\n    {\"group\": \"%s\", \"issued\": %llu, \"completed\": %llu}",
-                  first ? "" : ",", group.c_str(), static_cast<unsigned long long>(p.issued),
-                  static_cast<unsigned long long>(p.completed));
+    out += std::string(first ? "" : ",") + "\n    {\"group\": \"" + group + "\"";
+    std::snprintf(buf, sizeof buf, ", \"issued\": %llu, \"completed\": %llu}",
+                  static_cast<unsigned long long>(p.issued), static_cast<unsigned long long>(p.completed));
     out += buf;
     first = false;
   }
   out += "\n  ],\n  \"records\": [";
   first = true;
   for (const FlightRecord& r : records()) {
+    std::snprintf(buf, sizeof buf, "%s\n    {\"id\": %llu, \"group\": \"", first ? "" : ",",
+                  static_cast<unsigned long long>(r.id));
+    out += buf + r.group;
     std::snprintf(buf, sizeof buf,
-                  "%s\n    {\"id\": %llu, \"group\": \"%s\", \"seq\": %llu, \"op\": \"%s\", \"bytes\": %llu, "
+                  "\", \"seq\": %llu, \"op\": \"%s\", \"bytes\": %llu, "
                   "\"start_s\": %.6f, \"state\": \"%s\", \"seconds\": %.6f}",
-                  first ? "" : ",", static_cast<unsigned long long>(r.id), r.group.c_str(),
                   static_cast<unsigned long long>(r.seq), op_name(r.op),
-                  static_cast<unsigned long long>(r.bytes), r.start_s, r.in_flight() ? "in flight" : "completed",
-                  (r.in_flight() ? now : r.end_s) - r.start_s);
+                  static_cast<unsigned long long>(r.bytes), r.start_s,
+                  r.in_flight() ? "in flight" : "completed", (r.in_flight() ? now : r.end_s) - r.start_s);
     out += buf;
     first = false;
   }

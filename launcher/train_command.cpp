@@ -6,6 +6,7 @@
 #include "comm/mpi_runtime.h"
 #include "launcher/commands.h"
 #include "runtime/config.h"
+#include "runtime/exit_codes.h"
 #include "runtime/trainer.h"
 
 namespace atl::launcher {
@@ -33,21 +34,28 @@ int train_command(int argc, char** argv) {
     runtime::Trainer trainer(config, *world, &std::cout);
     trainer.run();
   } catch (const runtime::PeerFailure&) {
-    return 1;  // the failing rank has said why
+    return runtime::kExitBadInput;  // the failing rank has said why
   } catch (const runtime::ConfigError& e) {
     // Config problems are identical on every rank: say them once.
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
-    return 1;
+    return runtime::kExitBadInput;
   } catch (const checkpoint::CheckpointError& e) {
     // Agreed over every rank before it is thrown: say it once.
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
-    return 1;
+    return runtime::kExitBadInput;
+  } catch (const runtime::NonFiniteStop& e) {
+    if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
+    return runtime::kExitNonFinite;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "")
+              << ": " << e.what() << "\n";
+    return runtime::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "")
               << ": " << e.what() << "\n";
-    return 1;
+    return runtime::kExitFailure;
   }
-  return 0;
+  return runtime::kExitOk;
 }
 
 }  // namespace atl::launcher

@@ -85,6 +85,7 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("param_bytes", static_cast<int64_t>(m.param_bytes))
       .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))
       .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes));
+  if (m.skipped) r.add("skipped", static_cast<int64_t>(1));
   if (m.islands)
     r.add("outer_bytes", static_cast<int64_t>(m.outer_bytes))
         .add("outer_bytes_total", static_cast<int64_t>(m.outer_bytes_total))

@@ -16,6 +16,8 @@ struct StepMetrics {
   double loss = 0.0;
   double lr = 0.0;
   double grad_norm = 0.0;
+  bool nonfinite = false;  // the loss or gradient norm was NaN/Inf
+  bool skipped = false;    // ... and the update was skipped (train.on_nonfinite = skip)
   double tokens_per_s = 0.0;
   double mfu = 0.0;  // fraction of the measured matrix-product peak
   double step_seconds = 0.0;

@@ -4,6 +4,9 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <cmath>
+#include <csignal>
+#include <iostream>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -12,6 +15,8 @@
 #include <thread>
 
 #include "comm/device_mesh.h"
+#include "comm/flight_recorder.h"
+#include "comm/watchdog.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
 #include "optim/adamw.h"
@@ -25,9 +30,13 @@
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/batches.h"
 #include "runtime/checkpointing.h"
+#include "runtime/exit_codes.h"
+#include "runtime/fault_hooks.h"
 #include "runtime/host_memory.h"
 #include "runtime/llama.h"
 #include "runtime/peak_flops.h"
+#include "runtime/preemption.h"
+#include "runtime/tensorboard.h"
 
 namespace atl::runtime {
 namespace {
@@ -114,6 +123,14 @@ std::vector<ModelPart> model_parts(const Config& config, const pipe::PipelineSha
 struct Trainer::State {
   Config config;
   std::ostream* out = nullptr;
+  // Declared before every communicator: their operations close flight records until they are gone.
+  std::unique_ptr<comm::FlightRecorder> flight;
+  std::unique_ptr<comm::MpiCommunicator> control;  // the world, for the per-step preemption vote
+  PreemptionWatch preemption;
+  FaultHooks faults;
+  int64_t skipped_steps = 0;
+  int preempted_by = 0;  // the signal that stopped run(), 0 if none
+  std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0
   std::unique_ptr<comm::DeviceMesh> mesh;
   std::unique_ptr<parallel::FlatParameters> params;
   std::vector<std::unique_ptr<LlamaModel>> chunks;  // this rank's model chunks (one without virtual stages)
@@ -132,6 +149,13 @@ struct Trainer::State {
   double peak_flops = 0.0;  // per rank
   int64_t step = 0;
   bool is_logger = false;
+  std::unique_ptr<comm::Watchdog> watchdog;  // declared last: stops first
+
+  // The rank whose backward the nan_gradient hook poisons: the last rank is on a last stage.
+  bool poisons_loss(int64_t step_number) const {
+    const int hooked = faults.nan_gradient_rank >= 0 ? faults.nan_gradient_rank : mesh->shape().world_size() - 1;
+    return faults.nan_gradient(step_number, hooked) && mesh->rank() == hooked;
+  }
 
   // Runs model chunk `chunk` on the tokens of `load()` (first virtual stage) or on `input`;
   // returns the activation for the next virtual stage, or on the last one the mean loss over the
@@ -250,6 +274,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   std::exception_ptr local_error;
   try {
     throw_if_invalid(config, world.size());
+    s.faults = FaultHooks::from_environment();
     s.train_data = std::make_unique<SequenceSource>(config.data.train, config.model.seq, config.model.vocab,
                                                     static_cast<uint64_t>(config.run.seed));
     s.val_data = std::make_unique<SequenceSource>(config.data.val, config.model.seq, config.model.vocab,
@@ -278,6 +303,12 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.mesh = std::make_unique<comm::DeviceMesh>(
       world,
       comm::MeshShape{config.parallel.islands, config.parallel.pp, config.parallel.dp, config.parallel.tp});
+  s.flight = std::make_unique<comm::FlightRecorder>(static_cast<size_t>(config.comm.flight_records));
+  s.mesh->record_in(s.flight.get());
+  s.control = world.duplicate("world");
+  s.control->record_in(s.flight.get());
+  s.watchdog = std::make_unique<comm::Watchdog>(
+      world, *s.flight, comm::WatchdogOptions{config.comm.timeout_s, config.run.dir + "/flight", kExitHang});
   const std::string table = s.mesh->rank_table(world);
   s.log(config_table(config));
   s.log(table);
@@ -337,6 +368,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     std::filesystem::create_directories(config.run.dir);
     std::ofstream(config.run.dir + "/config.yaml") << config_to_yaml(config);
     s.metrics = std::make_unique<MetricsLog>(config.run.dir + "/metrics.jsonl");
+    s.tensorboard = std::make_unique<TensorBoardWriter>(config.run.dir + "/tb");
     char line[200];
     std::snprintf(
         line, sizeof line,
@@ -403,6 +435,11 @@ StepMetrics Trainer::train_step() {
   const CommTotals comm_before = comm_totals(*s.mesh);
   const int microbatches = c.parallel.microbatches;
   const int64_t microbatch_size = c.train.global_batch / (s.data_ranks() * microbatches);
+  if (s.faults.skip_collective(s.step + 1, s.mesh->rank())) {
+    std::cerr << "atoll: fault hook: rank " << s.mesh->rank() << " skips the collectives of step " << s.step + 1
+              << std::endl;
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until the watchdog ends the job
+  }
 
   s.data_parallel->start_step(microbatches);
   double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
@@ -416,7 +453,7 @@ StepMetrics Trainer::train_step() {
     if (!s.pipeline.is_last(chunk)) return out;
     // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
     // gradient of the mean over this rank's share of the batch; the dp average does the rest.
-    const at::Tensor loss = out / microbatches;
+    const at::Tensor loss = s.poisons_loss(s.step + 1) ? out * std::nan("") : out / microbatches;
     local_loss += loss.item<double>();
     return loss;
   };
@@ -441,22 +478,31 @@ StepMetrics Trainer::train_step() {
   at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
   if (s.pipeline.stages > 1) s.mesh->pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
   comm::WorkPtr loss_work = s.mesh->dp().all_reduce(loss, comm::ReduceOp::kAvg);
+  // The norm is agreed over the model and dp groups and a NaN anywhere in a gradient (or a loss,
+  // whose backward spreads it) reaches it, so every rank of the island decides alike.
   const double grad_norm = s.global_grad_norm();
-  optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
+  const bool finite = std::isfinite(grad_norm);
+  const bool stop = !finite && c.train.on_nonfinite == "stop";
   const double lr = s.schedule.at(s.step);
   // A lazy checkpoint's snapshot must be taken before the state changes.
   const double checkpoint_wait = s.checkpoints->fence();
-  s.optimizer->step(lr);
-  if (s.outer) s.outer->after_inner_step(s.step + 1);  // may move theta: before the copies derive from it
+  if (finite) {
+    optim::clip_gradients(s.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
+    s.optimizer->step(lr);
+  }
+  // A skipped step still takes part in the islands' sync schedule; a stop leaves the state as it was.
+  if (s.outer && !stop) s.outer->after_inner_step(s.step + 1);  // may move theta: before the copies
   s.data_parallel->after_optimizer_step();
   loss_work->wait();
   // Islands averaging every step talk every step anyway: their loss is the whole job's. With an
   // outer optimizer the loss stays island 0's (a message per step is what islands avoid).
   if (s.islands_average_every_step()) s.mesh->island().all_reduce(loss, comm::ReduceOp::kAvg)->wait();
-  ++s.step;
+  if (!stop) ++s.step;
 
   StepMetrics m;
-  m.step = s.step;
+  m.step = stop ? s.step + 1 : s.step;
+  m.nonfinite = !finite;
+  m.skipped = !finite && !stop;
   m.loss = loss.item<double>();
   m.lr = lr;
   m.grad_norm = grad_norm;
@@ -534,14 +580,74 @@ const optim::outer::OuterOptimizer* Trainer::outer_optimizer() const {
   return state_->outer.get();
 }
 
+int Trainer::preempted_by() const {
+  return state_->preempted_by;
+}
+
+NonFiniteStop::NonFiniteStop(const std::string& message) : std::runtime_error(message) {}
+
+namespace {
+
+// The scalars TensorBoard shows for a step: the same values as its metrics.jsonl record.
+std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
+  return {{"train/loss", m.loss},
+          {"train/lr", m.lr},
+          {"train/grad_norm", m.grad_norm},
+          {"perf/tokens_per_s", m.tokens_per_s},
+          {"perf/mfu", m.mfu},
+          {"perf/step_s", m.step_seconds},
+          {"comm/bytes", static_cast<double>(m.comm_bytes)},
+          {"comm/wait_s", m.comm_wait_seconds},
+          {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
+}
+
+const char* signal_name(int signal) {
+  return signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
+}  // namespace
+
 void Trainer::run() {
   State& s = *state_;
   const Config& c = s.config;
   double interval_tokens_per_s = 0.0;
   int interval_steps = 0;
+  int64_t last_saved = -1;  // the step and directory of the newest checkpoint this run saved
+  std::string last_dir;
+  // A committed checkpoint of the current step, saved now unless the periodic save just did.
+  const auto commit_now = [&] {
+    const std::string dir = last_saved == s.step ? last_dir : save_checkpoint();
+    s.checkpoints->finish();
+    return dir;
+  };
+  s.metrics->write(JsonRecord()
+                       .add("event", std::string("start"))
+                       .add("step", s.step)
+                       .add("world_size", static_cast<int64_t>(s.mesh->shape().world_size())));
+  const auto write_scalars = [&s](int64_t step, const std::vector<std::pair<std::string, double>>& scalars) {
+    if (s.tensorboard) s.tensorboard->add_scalars(step, scalars);
+  };
   while (s.step < c.train.steps) {
     StepMetrics m = train_step();
     s.metrics->write(to_json(m));
+    write_scalars(m.step, step_scalars(m));
+    if (m.nonfinite) {
+      const bool stop = !m.skipped;
+      s.metrics->write(JsonRecord()
+                           .add("event", std::string("nonfinite"))
+                           .add("step", m.step)
+                           .add("action", std::string(stop ? "stop" : "skip")));
+      char what[200];
+      std::snprintf(what, sizeof what, "step %lld: non-finite loss or gradient (loss %g, grad norm %g)",
+                    static_cast<long long>(m.step), m.loss, m.grad_norm);
+      if (stop) {
+        const std::string dir = commit_now();
+        throw NonFiniteStop(std::string(what) + "; committed " + dir + " with the state before it; lower optim.lr " +
+                            "or raise optim.grad_clip and resume, or set train.on_nonfinite=skip to skip such steps");
+      }
+      ++s.skipped_steps;
+      s.log(std::string(what) + "; update skipped (" + std::to_string(s.skipped_steps) + " skipped so far)");
+    }
     // The first step pays one-time costs (allocator warm-up); keep it out of the interval mean.
     if (m.step > 1) {
       interval_tokens_per_s += m.tokens_per_s;
@@ -561,7 +667,10 @@ void Trainer::run() {
       const auto t0 = Clock::now();
       const std::string dir = save_checkpoint();
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      last_saved = m.step;
+      last_dir = dir;
       s.metrics->write(JsonRecord().add("step", m.step).add("checkpoint_s", seconds));
+      write_scalars(m.step, {{"checkpoint/seconds", seconds}});
       char line[512];
       std::snprintf(line, sizeof line, "step %5lld/%d | checkpoint %s (%.2f s)",
                     static_cast<long long>(m.step), c.train.steps, dir.c_str(), seconds);
@@ -585,7 +694,21 @@ void Trainer::run() {
                       *std::max_element(islands.begin(), islands.end()), outer_loss);
       }
       s.metrics->write(record);
+      write_scalars(m.step, {{"val/loss", val_loss}});
       s.log(line);
+    }
+    if (const int signal = s.preemption.agreed_signal(*s.control)) {
+      // Preempted: this step is done; commit it synchronously and leave.
+      const std::string dir = commit_now();
+      s.metrics->write(JsonRecord()
+                           .add("event", std::string("preempted"))
+                           .add("step", m.step)
+                           .add("signal", static_cast<int64_t>(signal)));
+      s.log("preempted by " + std::string(signal_name(signal)) + " at step " + std::to_string(m.step) + ": " +
+            dir +
+            " committed; run again with checkpoint.resume=auto (the default) to continue");
+      s.preempted_by = signal;
+      return;
     }
   }
   const std::string committed = s.checkpoints->finish();

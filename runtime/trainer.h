@@ -44,6 +44,13 @@ class PeerFailure : public std::runtime_error {
   int failed_rank_;
 };
 
+// Thrown by run() under train.on_nonfinite = stop after committing a checkpoint of the state before
+// the bad step; the same message on every rank of the island.
+class NonFiniteStop : public std::runtime_error {
+ public:
+  explicit NonFiniteStop(const std::string& message);
+};
+
 class Trainer {
  public:
   // Collective over `world`. `out` receives rank 0's start-up table and progress lines (null: quiet).
@@ -65,6 +72,8 @@ class Trainer {
   // Runs train.steps steps (from the resumed step) with logging, periodic validation and
   // checkpoints every checkpoint.every steps and after the last one.
   void run();
+  // The signal (SIGTERM, SIGUSR1) that made run() stop early after committing a checkpoint; 0 if none.
+  int preempted_by() const;
   // Saves and commits a checkpoint of the current state; returns its directory. Collective.
   std::string save_checkpoint();
 

@@ -1,0 +1,52 @@
+#include "runtime/fault_hooks.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace atl::runtime {
+namespace {
+
+// "A:B" or "A" -> {A, B or fallback}.
+std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string& text, int64_t fallback) {
+  try {
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos) return {std::stoll(text), fallback};
+    return {std::stoll(text.substr(0, colon)), std::stoll(text.substr(colon + 1))};
+  } catch (const std::exception&) {
+    throw std::invalid_argument("ATOLL_FAULT: cannot read '" + entry +
+                                "'; use nan_gradient@STEP[:RANK] or skip_collective@RANK:STEP");
+  }
+}
+
+}  // namespace
+
+FaultHooks FaultHooks::parse(const std::string& text) {
+  FaultHooks hooks;
+  std::istringstream list(text);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    if (entry.empty()) continue;
+    const size_t at = entry.find('@');
+    const std::string kind = entry.substr(0, at), args = at == std::string::npos ? "" : entry.substr(at + 1);
+    if (kind == "nan_gradient") {
+      const auto [step, rank] = numbers(entry, args, 0);
+      hooks.nan_gradient_step = step;
+      hooks.nan_gradient_rank = static_cast<int>(rank);
+    } else if (kind == "skip_collective") {
+      const auto [rank, step] = numbers(entry, args, -1);
+      hooks.skip_collective_rank = static_cast<int>(rank);
+      hooks.skip_collective_step = step;
+    } else {
+      throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry +
+                                  "'; use nan_gradient@STEP[:RANK] or skip_collective@RANK:STEP");
+    }
+  }
+  return hooks;
+}
+
+FaultHooks FaultHooks::from_environment() {
+  const char* text = std::getenv("ATOLL_FAULT");
+  return parse(text ? text : "");
+}
+
+}  // namespace atl::runtime

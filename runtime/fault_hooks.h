@@ -1,0 +1,30 @@
+// Test hooks for the failure tests, read from the environment variable ATOLL_FAULT (a comma-separated
+// list; unset in real runs):
+//   nan_gradient@STEP[:RANK]     rank RANK (default 0) writes NaN into its gradients in step STEP
+//   skip_collective@RANK:STEP    rank RANK stops before the first collective of step STEP and never
+//                                issues it, as a rank stuck in computation would (the watchdog's case)
+// Steps are 1-based, as in the progress lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace atl::runtime {
+
+struct FaultHooks {
+  int64_t nan_gradient_step = -1;
+  int nan_gradient_rank = 0;
+  int64_t skip_collective_step = -1;
+  int skip_collective_rank = -1;
+
+  // Parses ATOLL_FAULT's value; throws std::invalid_argument naming a malformed entry.
+  static FaultHooks parse(const std::string& text);
+  static FaultHooks from_environment();
+
+  bool nan_gradient(int64_t step, int rank) const { return step == nan_gradient_step && rank == nan_gradient_rank; }
+  bool skip_collective(int64_t step, int rank) const {
+    return step == skip_collective_step && rank == skip_collective_rank;
+  }
+};
+
+}  // namespace atl::runtime
