@@ -1,17 +1,31 @@
-// `atoll launch CONFIG [--np N] [--set k=v]... [-- MPIRUN_ARGS]`: computes the rank count from the
-// layout and replaces itself with `mpirun ... atoll train CONFIG ...`.
+// `atoll launch CONFIG [options] [-- LAUNCHER_ARGS]`: computes the rank count from the layout, starts
+// the job with mpirun (this host, or a hostfile's hosts) or srun (inside a Slurm allocation), each
+// rank under `atoll supervise`, and with --max-restarts relaunches a failed job from its last
+// committed checkpoint. SIGTERM or SIGUSR1 to the launcher preempts the job: every rank finishes its
+// step, commits a checkpoint and exits 0.
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
+#include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "runtime/config.h"
+#include "runtime/exit_codes.h"
+#include "runtime/job_launch.h"
+#include "runtime/metrics.h"
 
 namespace atl::launcher {
 
 namespace {
-constexpr const char* kLaunchUsage = "atoll launch CONFIG [--np N] [--set key=value]... [-- MPIRUN_ARGS]";
+constexpr const char* kLaunchUsage =
+    "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] [--dry-run] "
+    "[--set key=value]... [-- LAUNCHER_ARGS]";
 
 std::string self_executable() {
   char path[4096];
@@ -19,58 +33,154 @@ std::string self_executable() {
   if (n <= 0) throw std::runtime_error("cannot locate the atoll executable (/proc/self/exe)");
   return std::string(path, static_cast<size_t>(n));
 }
-}  // namespace
 
-int launch_command(const Args& args) {
-  if (wants_help(args)) {
-    std::cout
-        << "usage: " << kLaunchUsage << "\n\nStarts mpirun with islands*pp*dp*tp ranks (or --np N), adding "
-        << "--allow-run-as-root when run as root and --oversubscribe when there are more ranks than cores.\n"
-        << "Arguments after -- go to mpirun unchanged.\n";
-    return 0;
+int non_negative(const std::string& option, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int n = std::stoi(value, &used);
+    if (used == value.size() && n >= 0) return n;
+  } catch (const std::exception&) {
   }
-  ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
-  const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-  const runtime::ParallelConfig& p = config.parallel;
-  int np = p.islands * p.pp * p.dp * p.tp;
-  std::vector<std::string> mpirun_extra;
-  for (size_t i = 0; i < parsed.rest.size(); ++i) {
-    const std::string& a = parsed.rest[i];
-    if (a == "--np" && i + 1 < parsed.rest.size()) {
-      np = std::stoi(parsed.rest[++i]);
+  throw std::invalid_argument(option + " " + value + " is not a non-negative integer; e.g. " + option + " 2");
+}
+
+struct LaunchOptions {
+  std::optional<int> np;
+  std::string hostfile;
+  bool slurm = false, mpirun = false, dry_run = false;
+  int max_restarts = 0;
+  std::vector<std::string> extra;
+};
+
+LaunchOptions parse_options(const Args& rest) {
+  LaunchOptions o;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    const auto value = [&]() -> const std::string& {
+      if (i + 1 >= rest.size()) throw std::invalid_argument(a + " needs a value; usage: " + kLaunchUsage);
+      return rest[++i];
+    };
+    if (a == "--np") {
+      o.np = non_negative(a, value());
+      if (*o.np == 0) throw std::invalid_argument("--np 0: a job needs at least one rank");
+    } else if (a == "--hostfile") {
+      o.hostfile = value();
+      if (!std::filesystem::is_regular_file(o.hostfile))
+        throw std::invalid_argument("--hostfile " + o.hostfile +
+                                    " does not exist; give a file of 'host slots=N' lines (Open MPI's format)");
+    } else if (a == "--max-restarts") {
+      o.max_restarts = non_negative(a, value());
+    } else if (a == "--slurm") {
+      o.slurm = true;
+    } else if (a == "--mpirun") {
+      o.mpirun = true;
+    } else if (a == "--dry-run") {
+      o.dry_run = true;
     } else if (a == "--") {
-      mpirun_extra.assign(parsed.rest.begin() + static_cast<long>(i) + 1, parsed.rest.end());
+      o.extra.assign(rest.begin() + static_cast<long>(i) + 1, rest.end());
       break;
     } else {
       throw std::invalid_argument("unknown option '" + a + "'; usage: " + kLaunchUsage);
     }
   }
+  if (o.slurm + o.mpirun + !o.hostfile.empty() > 1)
+    throw std::invalid_argument("--hostfile, --slurm and --mpirun each pick the launcher; give at most one");
+  return o;
+}
 
-  std::vector<std::string> command = {"mpirun", "-np", std::to_string(np)};
-  if (geteuid() == 0) command.push_back("--allow-run-as-root");
-  if (np > static_cast<int>(std::thread::hardware_concurrency())) {
-    command.push_back("--oversubscribe");
-    command.push_back("--bind-to");
-    command.push_back("none");
-  }
-  command.insert(command.end(), mpirun_extra.begin(), mpirun_extra.end());
-  command.push_back(self_executable());
-  command.push_back("train");
-  command.push_back(parsed.config_path);
-  for (const std::string& o : parsed.overrides) {
-    command.push_back("--set");
-    command.push_back(o);
-  }
-  std::string shown;
-  for (const std::string& c : command) shown += (shown.empty() ? "" : " ") + c;
-  std::cout << "atoll launch: " << shown << std::endl;
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
 
-  std::vector<char*> argv;
-  for (std::string& c : command) argv.push_back(c.data());
-  argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
-  throw std::runtime_error("cannot run mpirun (" + std::string(std::strerror(errno)) +
-                           "); install Open MPI (scripts/install-deps.sh) or put mpirun on PATH");
+void append_event(const std::string& run_dir, const runtime::JsonRecord& record) {
+  std::filesystem::create_directories(run_dir);
+  runtime::MetricsLog(run_dir + "/metrics.jsonl").write(record);
+}
+
+}  // namespace
+
+int launch_command(const Args& args) {
+  if (wants_help(args)) {
+    std::cout << "usage: " << kLaunchUsage << "\n\n"
+              << "Starts islands*pp*dp*tp ranks (or --np N), each under `atoll supervise` (per-rank logs and exit\n"
+              << "records in <run.dir>/logs/):\n"
+              << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
+              << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
+              << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
+              << "  --slurm      srun --ntasks=N (must run inside salloc/sbatch); --mpirun forces mpirun\n"
+              << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
+              << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
+              << "  --dry-run    print the command and exit\n"
+              << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
+              << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
+    return 0;
+  }
+  const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
+  const LaunchOptions options = parse_options(parsed.rest);
+  const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
+  const runtime::ParallelConfig& p = config.parallel;
+
+  runtime::LaunchRequest request;
+  request.mode = runtime::choose_mode(!options.hostfile.empty(), options.slurm, options.mpirun,
+                                      std::getenv("SLURM_JOB_ID"));
+  if (request.mode == runtime::LaunchMode::kSlurm && !std::getenv("SLURM_JOB_ID"))
+    throw std::invalid_argument(
+        "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop --slurm");
+  request.ranks = options.np.value_or(p.islands * p.pp * p.dp * p.tp);
+  request.hostfile = options.hostfile;
+  request.extra_args = options.extra;
+  request.as_root = geteuid() == 0;
+  request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  const std::string self = self_executable();
+  std::vector<std::string> command = runtime::launcher_prefix(request);
+  command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
+  for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
+  std::cout << "atoll launch: " << joined(command) << std::endl;
+  if (options.dry_run) return 0;
+  if (options.max_restarts > 0 && config.checkpoint.every == 0)
+    std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0" << std::endl;
+
+  ChildOptions child_options;
+  // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both.
+  child_options.forward = [mode = request.mode](int signal) {
+    return mode == runtime::LaunchMode::kSlurm ? signal : SIGUSR1;
+  };
+  for (int attempt = 0;; ++attempt) {
+    std::error_code ignored;
+    for (const runtime::RankExit& old : runtime::read_rank_exits(config.run.dir))
+      std::filesystem::remove(runtime::exit_record_path(config.run.dir, old.rank), ignored);
+    const ChildExit job = run_child(command, child_options);
+    if (job.status() == 0 || job.received_signal != 0) return job.status();
+    const std::optional<runtime::RankExit> cause = runtime::first_failure(runtime::read_rank_exits(config.run.dir));
+    const std::string why = cause ? runtime::describe(*cause)
+                                  : std::string(request.mode == runtime::LaunchMode::kSlurm ? "srun" : "mpirun") +
+                                        " exited with status " + std::to_string(job.status());
+    std::cerr << "atoll launch: the job failed: " << why << " (log: " << config.run.dir << "/logs/rank-"
+              << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
+    if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {
+      if (options.max_restarts > 0)
+        std::cerr << "atoll launch: not restarting: exit code " << cause->code
+                  << " means bad input or a non-finite stop, which a relaunch repeats" << std::endl;
+      return job.status();
+    }
+    if (attempt >= options.max_restarts) {
+      if (options.max_restarts > 0)
+        std::cerr << "atoll launch: giving up after " << options.max_restarts << " restart(s)" << std::endl;
+      return job.status();
+    }
+    append_event(config.run.dir, runtime::JsonRecord()
+                                     .add("event", std::string("restart"))
+                                     .add("attempt", static_cast<int64_t>(attempt + 1))
+                                     .add("failed_rank", static_cast<int64_t>(cause ? cause->rank : -1))
+                                     .add("reason", why));
+    std::cerr << "atoll launch: restart " << attempt + 1 << " of " << options.max_restarts
+              << " from the last committed checkpoint" << std::endl;
+    // A restart always resumes from the newest committed checkpoint, whatever the config said.
+    if (attempt == 0) command.insert(command.end(), {"--set", "checkpoint.resume=auto"});
+  }
 }
 
 }  // namespace atl::launcher

@@ -5,6 +5,8 @@
 
 #include "atoll/build_config.h"
 #include "launcher/commands.h"
+#include "runtime/config.h"
+#include "runtime/exit_codes.h"
 
 namespace {
 
@@ -14,8 +16,9 @@ usage: atoll COMMAND [ARGS]
 
 commands:
   train CONFIG [--set key=value]...                 train on this rank (run under mpirun or srun)
-  launch CONFIG [--np N] [--set key=value]... [-- MPIRUN_ARGS]
-                                                    start mpirun with the rank count of the layout
+  launch CONFIG [--np N] [--hostfile FILE | --slurm] [--max-restarts N] [--set key=value]... [-- ARGS]
+                                                    start the job (mpirun or srun) with the layout's rank
+                                                    count; restart it after failures
   data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
@@ -46,13 +49,20 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return atl::launcher::train_command(argc - 1, argv + 1);
     if (command == "launch") return atl::launcher::launch_command(rest);
+    if (command == "supervise") return atl::launcher::supervise_command(rest);
     if (command == "data") return atl::launcher::data_command(rest);
     if (command == "plan") return atl::launcher::plan_command(rest);
     if (command == "ckpt") return atl::launcher::ckpt_command(rest);
     if (command == "report") return atl::launcher::report_command(rest);
+  } catch (const atl::runtime::ConfigError& e) {
+    std::cerr << "atoll: " << e.what() << "\n";
+    return atl::runtime::kExitBadInput;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "atoll: error: " << e.what() << "\n";
+    return atl::runtime::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "atoll: error: " << e.what() << "\n";
-    return 1;
+    return atl::runtime::kExitFailure;
   }
   std::cerr << "atoll: unknown command '" << command << "'; run `atoll --help` for the list\n";
   return 2;

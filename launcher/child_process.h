@@ -1,0 +1,34 @@
+// Runs a command as a child process while this process stays responsive: SIGTERM and SIGUSR1 sent
+// to us are handed to the child (mapped by `forward`), and the child's output can be captured. Used
+// by `atoll launch` (around mpirun/srun) and `atoll supervise` (around one rank).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace atl::launcher {
+
+struct ChildExit {
+  bool signaled = false;
+  int code = 0;             // exit code, or the signal that killed it
+  long pid = 0;             // the child's process id
+  int received_signal = 0;  // the last SIGTERM/SIGUSR1 this process received meanwhile (0: none)
+  // The shell convention: 128 + signal for a killed child.
+  int status() const { return signaled ? 128 + code : code; }
+};
+
+struct ChildOptions {
+  // The signal to send the child for a SIGTERM or SIGUSR1 we receive.
+  std::function<int(int)> forward = [](int signal) { return signal; };
+  // When set, the child's stdout (stream 1) and stderr (stream 2) arrive here instead of our own.
+  std::function<void(int stream, const char* data, size_t size)> output;
+  // Kill the child if this process dies (a rank must not outlive its supervisor).
+  bool die_with_parent = false;
+};
+
+// Throws std::runtime_error naming the command when it cannot be started.
+ChildExit run_child(const std::vector<std::string>& command, const ChildOptions& options);
+
+}  // namespace atl::launcher
