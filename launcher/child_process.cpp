@@ -24,6 +24,7 @@ class BlockedSignals {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGINT);
     sigprocmask(SIG_BLOCK, &set, &previous_);
     fd_ = signalfd(-1, &set, SFD_CLOEXEC);
     if (fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
@@ -54,6 +55,7 @@ ChildExit run_child(const std::vector<std::string>& command, const ChildOptions&
   if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
     sigprocmask(SIG_SETMASK, &signals.previous(), nullptr);
+    if (options.own_process_group) setpgid(0, 0);
     if (options.die_with_parent) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the parent died before prctl took effect

@@ -1,5 +1,5 @@
-// Runs a command as a child process while this process stays responsive: SIGTERM and SIGUSR1 sent
-// to us are handed to the child (mapped by `forward`), and the child's output can be captured. Used
+// Runs a command as a child process while this process stays responsive: SIGTERM, SIGUSR1 and SIGINT
+// sent to us are handed to the child (mapped by `forward`), and the child's output can be captured. Used
 // by `atoll launch` (around mpirun/srun) and `atoll supervise` (around one rank).
 #pragma once
 
@@ -14,18 +14,21 @@ struct ChildExit {
   bool signaled = false;
   int code = 0;             // exit code, or the signal that killed it
   long pid = 0;             // the child's process id
-  int received_signal = 0;  // the last SIGTERM/SIGUSR1 this process received meanwhile (0: none)
+  int received_signal = 0;  // the last SIGTERM/SIGUSR1/SIGINT this process received meanwhile (0: none)
   // The shell convention: 128 + signal for a killed child.
   int status() const { return signaled ? 128 + code : code; }
 };
 
 struct ChildOptions {
-  // The signal to send the child for a SIGTERM or SIGUSR1 we receive.
+  // The signal to send the child for a SIGTERM, SIGUSR1 or SIGINT we receive.
   std::function<int(int)> forward = [](int signal) { return signal; };
   // When set, the child's stdout (stream 1) and stderr (stream 2) arrive here instead of our own.
   std::function<void(int stream, const char* data, size_t size)> output;
   // Kill the child if this process dies (a rank must not outlive its supervisor).
   bool die_with_parent = false;
+  // Put the child in a process group of its own, so signals sent to our group (mpirun signals the
+  // group of each rank it started) reach it once, forwarded by us, not twice.
+  bool own_process_group = false;
 };
 
 // Throws std::runtime_error naming the command when it cannot be started.

@@ -144,10 +144,12 @@ int launch_command(const Args& args) {
     std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0" << std::endl;
 
   ChildOptions child_options;
-  // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both.
+  // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
+  // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
   child_options.forward = [mode = request.mode](int signal) {
-    return mode == runtime::LaunchMode::kSlurm ? signal : SIGUSR1;
+    return signal == SIGINT || mode == runtime::LaunchMode::kSlurm ? signal : SIGUSR1;
   };
+  child_options.own_process_group = true;
   for (int attempt = 0;; ++attempt) {
     std::error_code ignored;
     for (const runtime::RankExit& old : runtime::read_rank_exits(config.run.dir))

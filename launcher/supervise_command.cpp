@@ -46,6 +46,7 @@ int supervise_command(const Args& args) {
 
   ChildOptions options;
   options.die_with_parent = true;
+  options.own_process_group = true;
   options.output = [&log](int stream, const char* data, size_t size) {
     log.write(data, static_cast<std::streamsize>(size));
     log.flush();
