@@ -1,13 +1,16 @@
 // `atoll report RUN_DIR [--out FILE.svg]`: a run's summary table (runtime/run_report.h) -- finished,
 // still running or crashed -- and its loss curve as an SVG, <run dir>/loss.svg unless --out names one.
 // Reads only files, so it runs anywhere, without MPI.
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
 #include "launcher/commands.h"
 #include "runtime/run_report.h"
+#include "runtime/tensorboard.h"
 
 namespace atl::launcher {
 namespace {
@@ -43,6 +46,35 @@ ReportArgs parse_report_args(const Args& args) {
   return parsed;
 }
 
+// One line on <run dir>/tb/: every record's framing CRCs verified, and its train/loss scalars equal to
+// metrics.jsonl's losses (as float; for a replayed step the last value wins in both).
+std::string tensorboard_check(const std::string& run_dir, const runtime::RunSummary& summary) {
+  const std::string dir = run_dir + "/tb";
+  if (!std::filesystem::is_directory(dir)) return "tensorboard: none (no " + dir + ")";
+  std::map<int64_t, float> losses;
+  size_t scalars = 0;
+  const std::vector<std::string> files = runtime::tensorboard_files(dir);
+  for (const std::string& file : files)
+    for (const runtime::ScalarEvent& e : runtime::read_tensorboard_scalars(file)) {
+      ++scalars;
+      if (e.tag == "train/loss") losses[e.step] = e.value;
+    }
+  size_t equal = 0;
+  for (const runtime::LossPoint& p : summary.train_loss) {
+    const auto it = losses.find(p.step);
+    const float expected = static_cast<float>(p.loss);
+    if (it == losses.end() || !(it->second == expected || (std::isnan(it->second) && std::isnan(expected))))
+      throw std::runtime_error("report: " + dir + " has train/loss " +
+                               (it == losses.end() ? std::string("missing") : std::to_string(it->second)) +
+                               " at step " + std::to_string(p.step) + " but metrics.jsonl has " +
+                               std::to_string(p.loss) + "; the TensorBoard files are not this run's");
+    ++equal;
+  }
+  return "tensorboard: " + std::to_string(scalars) + " scalars in " + std::to_string(files.size()) +
+         " file(s), every record's CRCs verified; train/loss equals metrics.jsonl at all " + std::to_string(equal) +
+         " steps";
+}
+
 }  // namespace
 
 int report_command(const Args& args) {
@@ -63,7 +95,7 @@ int report_command(const Args& args) {
   svg << runtime::loss_curve_svg(summary);
   svg.close();
   if (!svg) throw std::runtime_error("report: cannot write " + parsed.out + "; check the disk space");
-  std::cout << "loss curve: " << parsed.out << "\n";
+  std::cout << "loss curve: " << parsed.out << "\n" << tensorboard_check(parsed.run_dir, summary) << "\n";
   return 0;
 }
 
