@@ -18,11 +18,11 @@
 namespace atl::comm {
 
 struct FlightRecord {
-  uint64_t id = 0;   // recorder-wide, in issue order
+  uint64_t id = 0;    // recorder-wide, in issue order
   std::string group;  // the group's name and members' world ranks, e.g. "dp[0,2]"
-  uint64_t seq = 0;  // 1-based: the seq-th operation this rank issued on `group`
+  uint64_t seq = 0;   // 1-based: the seq-th operation this rank issued on `group`
   OpKind op = OpKind::kAllReduce;
-  uint64_t bytes = 0;  // the tensor's bytes (not the wire bytes)
+  uint64_t bytes = 0;    // the tensor's bytes (not the wire bytes)
   double start_s = 0.0;  // seconds since the recorder was created
   double end_s = -1.0;   // < 0: still in flight
   bool in_flight() const { return end_s < 0.0; }
@@ -58,8 +58,8 @@ class FlightRecorder {
   const Clock::time_point origin_;
   mutable std::mutex mutex_;
   uint64_t next_id_ = 1;
-  std::deque<FlightRecord> ring_;                 // the newest `capacity_` records
-  std::map<uint64_t, FlightRecord> in_flight_;    // every operation not yet finished
+  std::deque<FlightRecord> ring_;               // the newest `capacity_` records
+  std::map<uint64_t, FlightRecord> in_flight_;  // every operation not yet finished
   std::map<std::string, GroupProgress> progress_;
 };
 

@@ -27,6 +27,11 @@ std::string seconds(double s) {
   return buf;
 }
 
+uint64_t issued_on(const RankFlightSummary& rank, const std::string& group) {
+  const auto it = rank.groups.find(group);
+  return it == rank.groups.end() ? 0 : it->second.issued;
+}
+
 }  // namespace
 
 RankFlightSummary summarize(int rank, const FlightRecorder& recorder) {
@@ -42,7 +47,8 @@ RankFlightSummary summarize(int rank, const FlightRecorder& recorder) {
 std::string encode(const RankFlightSummary& s) {
   std::ostringstream out;
   out << "rank\t" << s.rank << "\n";
-  for (const auto& [group, p] : s.groups) out << "group\t" << group << "\t" << p.issued << "\t" << p.completed << "\n";
+  for (const auto& [group, p] : s.groups)
+    out << "group\t" << group << "\t" << p.issued << "\t" << p.completed << "\n";
   if (s.waiting)
     out << "waiting\t" << s.waiting->group << "\t" << op_name(s.waiting->op) << "\t" << s.waiting->seq << "\t"
         << s.waiting->bytes << "\t" << s.waiting_s << "\n";
@@ -84,10 +90,6 @@ std::vector<int> members_of(const std::string& label) {
 
 std::vector<std::string> diagnose_hang(const std::vector<RankFlightSummary>& ranks, double timeout_s) {
   std::vector<std::string> lines;
-  // The stuck operation: the longest wait among the ranks that answered.
-  const RankFlightSummary* stuck = nullptr;
-  for (const RankFlightSummary& r : ranks)
-    if (r.answered && r.waiting && (!stuck || r.waiting_s > stuck->waiting_s)) stuck = &r;
   std::vector<int> silent;
   for (const RankFlightSummary& r : ranks)
     if (!r.answered) silent.push_back(r.rank);
@@ -96,9 +98,32 @@ std::vector<std::string> diagnose_hang(const std::vector<RankFlightSummary>& ran
       if (r.rank == rank && r.answered) return &r;
     return nullptr;
   };
+  // Whether a member of the group of `op` has not issued it yet (only collectives can tell).
+  const auto someone_behind = [&](const FlightRecord& op) {
+    if (is_point_to_point(op.group)) return false;
+    for (int member : members_of(op.group)) {
+      const RankFlightSummary* m = rank_of(member);
+      if (m && issued_on(*m, op.group) < op.seq) return true;
+    }
+    return false;
+  };
+  // The stuck operation: one that a member has not reached, the longest waiting of those; else
+  // the longest wait. (A laggard's own unfinished operation can be older, but it is not the cause.)
+  const RankFlightSummary* stuck = nullptr;
+  bool stuck_has_laggard = false;
+  for (const RankFlightSummary& r : ranks) {
+    if (!r.answered || !r.waiting) continue;
+    const bool laggard = someone_behind(*r.waiting);
+    if (!stuck || laggard > stuck_has_laggard ||
+        (laggard == stuck_has_laggard && r.waiting_s > stuck->waiting_s)) {
+      stuck = &r;
+      stuck_has_laggard = laggard;
+    }
+  }
 
   if (!stuck) {
-    lines.push_back("no answering rank is waiting in a collective; the hang was reported by a rank that did not answer");
+    lines.push_back(
+        "no answering rank is waiting in a collective; the hang was reported by a rank that did not answer");
   } else {
     const FlightRecord& op = *stuck->waiting;
     std::vector<int> waiting_too;
@@ -107,21 +132,21 @@ std::vector<std::string> diagnose_hang(const std::vector<RankFlightSummary>& ran
         waiting_too.push_back(r.rank);
     std::string who;
     for (int r : waiting_too) who += (who.empty() ? "" : ",") + std::to_string(r);
-    lines.push_back(describe(op) + " (" + std::to_string(op.bytes) + " B) has waited " + seconds(stuck->waiting_s) +
-                    " (comm.timeout_s = " + seconds(timeout_s) + ") on rank" + (waiting_too.size() > 1 ? "s " : " ") +
-                    who);
+    lines.push_back(describe(op) + " (" + std::to_string(op.bytes) + " B) has waited " +
+                    seconds(stuck->waiting_s) + " (comm.timeout_s = " + seconds(timeout_s) + ") on rank" +
+                    (waiting_too.size() > 1 ? "s " : " ") + who);
     bool any_behind = false;
     for (int member : members_of(op.group)) {
       const RankFlightSummary* m = rank_of(member);
       if (!m) continue;  // reported below with the silent ranks
-      const auto it = m->groups.find(op.group);
-      const uint64_t issued = it == m->groups.end() ? 0 : it->second.issued;
+      const uint64_t issued = issued_on(*m, op.group);
       if (is_point_to_point(op.group) ? m->waiting.has_value() : issued >= op.seq) continue;
       any_behind = true;
-      std::string where = m->waiting ? "it is waiting in " + describe(*m->waiting) + " for " + seconds(m->waiting_s)
+      std::string where = m->waiting ? "its oldest unfinished operation is " + describe(*m->waiting) + " (" +
+                                           seconds(m->waiting_s) + ")"
                                      : "it is in no collective (computing, loading data or stalled)";
-      lines.push_back("rank " + std::to_string(member) + " is behind: it issued " + std::to_string(issued) + " of " +
-                      std::to_string(op.seq) + " operations on " + op.group + "; " + where);
+      lines.push_back("rank " + std::to_string(member) + " is behind: it issued " + std::to_string(issued) +
+                      " of " + std::to_string(op.seq) + " operations on " + op.group + "; " + where);
     }
     if (!any_behind && silent.empty())
       lines.push_back("every member of " + op.group +

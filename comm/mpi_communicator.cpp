@@ -124,8 +124,8 @@ MpiCommunicator::MpiCommunicator(const MpiRuntime& runtime, MPI_Comm comm, std::
 }
 
 std::shared_ptr<MpiWork> MpiCommunicator::make_work(OpKind op, uint64_t wire_bytes, uint64_t tensor_bytes,
-                                                   std::vector<at::Tensor> keep_alive,
-                                                   std::function<void()> finish) {
+                                                    std::vector<at::Tensor> keep_alive,
+                                                    std::function<void()> finish) {
   counters_.add(op, wire_bytes);
   return std::make_shared<MpiWork>(counters_, std::move(keep_alive), std::move(finish),
                                    record_closer(record_start(op, tensor_bytes)));
@@ -224,7 +224,8 @@ WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
     if (op.kind == P2POp::Kind::kSend) sent += op.tensor.nbytes();
   }
   // One flight record for the batch; byte counters per leg below.
-  const uint64_t record = record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
+  const uint64_t record =
+      record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
   auto work = std::make_shared<MpiWork>(counters_, std::move(tensors), std::function<void()>{},
                                         record_closer(record));
   work->requests.resize(ops.size());

@@ -62,8 +62,8 @@ void Watchdog::watch() {
           if (r != me) MPI_Isend(&me, 1, MPI_INT, r, kNoticeTag, comm, &sends[static_cast<size_t>(r)]);
         char line[512];
         std::snprintf(line, sizeof line, "%s #%llu on %s has waited %.1f s, more than comm.timeout_s = %g",
-                      op_name(oldest->op), static_cast<unsigned long long>(oldest->seq), oldest->group.c_str(),
-                      waited, options_.timeout_s);
+                      op_name(oldest->op), static_cast<unsigned long long>(oldest->seq),
+                      oldest->group.c_str(), waited, options_.timeout_s);
         abort_job(line, detected);
       }
     }

@@ -7,10 +7,10 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "launcher/child_process.h"
@@ -66,8 +66,9 @@ LaunchOptions parse_options(const Args& rest) {
     } else if (a == "--hostfile") {
       o.hostfile = value();
       if (!std::filesystem::is_regular_file(o.hostfile))
-        throw std::invalid_argument("--hostfile " + o.hostfile +
-                                    " does not exist; give a file of 'host slots=N' lines (Open MPI's format)");
+        throw std::invalid_argument(
+            "--hostfile " + o.hostfile +
+            " does not exist; give a file of 'host slots=N' lines (Open MPI's format)");
     } else if (a == "--max-restarts") {
       o.max_restarts = non_negative(a, value());
     } else if (a == "--slurm") {
@@ -103,18 +104,19 @@ void append_event(const std::string& run_dir, const runtime::JsonRecord& record)
 
 int launch_command(const Args& args) {
   if (wants_help(args)) {
-    std::cout << "usage: " << kLaunchUsage << "\n\n"
-              << "Starts islands*pp*dp*tp ranks (or --np N), each under `atoll supervise` (per-rank logs and exit\n"
-              << "records in <run.dir>/logs/):\n"
-              << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
-              << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
-              << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
-              << "  --slurm      srun --ntasks=N (must run inside salloc/sbatch); --mpirun forces mpirun\n"
-              << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
-              << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
-              << "  --dry-run    print the command and exit\n"
-              << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
-              << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
+    std::cout
+        << "usage: " << kLaunchUsage << "\n\n"
+        << "Starts islands*pp*dp*tp ranks (or --np N), each under `atoll supervise` (per-rank logs and exit\n"
+        << "records in <run.dir>/logs/):\n"
+        << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
+        << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
+        << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
+        << "  --slurm      srun --ntasks=N (must run inside salloc/sbatch); --mpirun forces mpirun\n"
+        << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
+        << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
+        << "  --dry-run    print the command and exit\n"
+        << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
+        << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
     return 0;
   }
   const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
@@ -127,7 +129,8 @@ int launch_command(const Args& args) {
                                       std::getenv("SLURM_JOB_ID"));
   if (request.mode == runtime::LaunchMode::kSlurm && !std::getenv("SLURM_JOB_ID"))
     throw std::invalid_argument(
-        "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop --slurm");
+        "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop "
+        "--slurm");
   request.ranks = options.np.value_or(p.islands * p.pp * p.dp * p.tp);
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;
@@ -141,7 +144,8 @@ int launch_command(const Args& args) {
   std::cout << "atoll launch: " << joined(command) << std::endl;
   if (options.dry_run) return 0;
   if (options.max_restarts > 0 && config.checkpoint.every == 0)
-    std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0" << std::endl;
+    std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
+              << std::endl;
 
   ChildOptions child_options;
   // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
@@ -156,10 +160,12 @@ int launch_command(const Args& args) {
       std::filesystem::remove(runtime::exit_record_path(config.run.dir, old.rank), ignored);
     const ChildExit job = run_child(command, child_options);
     if (job.status() == 0 || job.received_signal != 0) return job.status();
-    const std::optional<runtime::RankExit> cause = runtime::first_failure(runtime::read_rank_exits(config.run.dir));
-    const std::string why = cause ? runtime::describe(*cause)
-                                  : std::string(request.mode == runtime::LaunchMode::kSlurm ? "srun" : "mpirun") +
-                                        " exited with status " + std::to_string(job.status());
+    const std::optional<runtime::RankExit> cause =
+        runtime::first_failure(runtime::read_rank_exits(config.run.dir));
+    const std::string why =
+        cause ? runtime::describe(*cause)
+              : std::string(request.mode == runtime::LaunchMode::kSlurm ? "srun" : "mpirun") +
+                    " exited with status " + std::to_string(job.status());
     std::cerr << "atoll launch: the job failed: " << why << " (log: " << config.run.dir << "/logs/rank-"
               << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
     if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {

@@ -3,9 +3,9 @@
 // Reads only files, so it runs anywhere, without MPI.
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 
 #include "launcher/commands.h"
@@ -71,8 +71,8 @@ std::string tensorboard_check(const std::string& run_dir, const runtime::RunSumm
     ++equal;
   }
   return "tensorboard: " + std::to_string(scalars) + " scalars in " + std::to_string(files.size()) +
-         " file(s), every record's CRCs verified; train/loss equals metrics.jsonl at all " + std::to_string(equal) +
-         " steps";
+         " file(s), every record's CRCs verified; train/loss equals metrics.jsonl at all " +
+         std::to_string(equal) + " steps";
 }
 
 }  // namespace

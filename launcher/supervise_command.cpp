@@ -35,7 +35,8 @@ std::string host_name() {
 }  // namespace
 
 int supervise_command(const Args& args) {
-  if (args.size() < 3 || args[1] != "--") throw std::invalid_argument("usage: " + std::string(kSuperviseUsage));
+  if (args.size() < 3 || args[1] != "--")
+    throw std::invalid_argument("usage: " + std::string(kSuperviseUsage));
   const std::string run_dir = args[0];
   const std::vector<std::string> command(args.begin() + 2, args.end());
   const int rank = rank_from_environment();
@@ -60,8 +61,7 @@ int supervise_command(const Args& args) {
   record.pid = child.pid;
   record.signaled = child.signaled;
   record.code = child.code;
-  record.time_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record.time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::ofstream(exit_path + ".tmp") << runtime::to_line(record);
   std::filesystem::rename(exit_path + ".tmp", exit_path);
   return child.status();

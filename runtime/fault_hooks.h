@@ -21,7 +21,9 @@ struct FaultHooks {
   static FaultHooks parse(const std::string& text);
   static FaultHooks from_environment();
 
-  bool nan_gradient(int64_t step, int rank) const { return step == nan_gradient_step && rank == nan_gradient_rank; }
+  bool nan_gradient(int64_t step, int rank) const {
+    return step == nan_gradient_step && rank == nan_gradient_rank;
+  }
   bool skip_collective(int64_t step, int rank) const {
     return step == skip_collective_step && rank == skip_collective_rank;
   }

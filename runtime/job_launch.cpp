@@ -45,8 +45,10 @@ std::optional<RankExit> rank_exit_from_line(const std::string& line) {
   std::istringstream in(line);
   RankExit e;
   std::string rank, pid, host, kind, time;
-  if (!(in >> rank >> e.rank >> pid >> e.pid >> host >> e.host >> kind >> e.code >> time >> e.time_s)) return std::nullopt;
-  if (rank != "rank" || pid != "pid" || host != "host" || time != "time" || (kind != "signal" && kind != "code"))
+  if (!(in >> rank >> e.rank >> pid >> e.pid >> host >> e.host >> kind >> e.code >> time >> e.time_s))
+    return std::nullopt;
+  if (rank != "rank" || pid != "pid" || host != "host" || time != "time" ||
+      (kind != "signal" && kind != "code"))
     return std::nullopt;
   e.signaled = kind == "signal";
   return e;
@@ -77,10 +79,12 @@ std::optional<RankExit> first_failure(const std::vector<RankExit>& exits) {
 }
 
 std::string describe(const RankExit& e) {
-  std::string out = "rank " + std::to_string(e.rank) + " (pid " + std::to_string(e.pid) + " on " + e.host + ") ";
+  std::string out =
+      "rank " + std::to_string(e.rank) + " (pid " + std::to_string(e.pid) + " on " + e.host + ") ";
   if (!e.signaled) return out + "exited with code " + std::to_string(e.code);
   const char* name = sigabbrev_np(e.code);
-  return out + "was killed by signal " + std::to_string(e.code) + (name ? " (SIG" + std::string(name) + ")" : "");
+  return out + "was killed by signal " + std::to_string(e.code) +
+         (name ? " (SIG" + std::string(name) + ")" : "");
 }
 
 }  // namespace atl::runtime

@@ -34,7 +34,7 @@ struct RankExit {
   long pid = 0;
   std::string host;
   bool signaled = false;
-  int code = 0;  // the exit code, or the signal number when signaled
+  int code = 0;         // the exit code, or the signal number when signaled
   double time_s = 0.0;  // wall-clock seconds since the epoch
   bool failed() const { return signaled || code != 0; }
 };

@@ -24,7 +24,8 @@ class PreemptionWatch {
   int agreed_signal(comm::Communicator& world) const;
 
  private:
-  struct sigaction previous_term_ {}, previous_usr1_ {};
+  struct sigaction previous_term_ {
+  }, previous_usr1_{};
 };
 
 }  // namespace atl::runtime

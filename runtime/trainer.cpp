@@ -6,19 +6,19 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <iostream>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <ostream>
 #include <stdexcept>
 #include <thread>
 
 #include "comm/device_mesh.h"
 #include "comm/flight_recorder.h"
-#include "comm/watchdog.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -129,7 +129,7 @@ struct Trainer::State {
   PreemptionWatch preemption;
   FaultHooks faults;
   int64_t skipped_steps = 0;
-  int preempted_by = 0;  // the signal that stopped run(), 0 if none
+  int preempted_by = 0;                            // the signal that stopped run(), 0 if none
   std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0
   std::unique_ptr<comm::DeviceMesh> mesh;
   std::unique_ptr<parallel::FlatParameters> params;
@@ -153,7 +153,8 @@ struct Trainer::State {
 
   // The rank whose backward the nan_gradient hook poisons: the last rank is on a last stage.
   bool poisons_loss(int64_t step_number) const {
-    const int hooked = faults.nan_gradient_rank >= 0 ? faults.nan_gradient_rank : mesh->shape().world_size() - 1;
+    const int hooked =
+        faults.nan_gradient_rank >= 0 ? faults.nan_gradient_rank : mesh->shape().world_size() - 1;
     return faults.nan_gradient(step_number, hooked) && mesh->rank() == hooked;
   }
 
@@ -436,8 +437,8 @@ StepMetrics Trainer::train_step() {
   const int microbatches = c.parallel.microbatches;
   const int64_t microbatch_size = c.train.global_batch / (s.data_ranks() * microbatches);
   if (s.faults.skip_collective(s.step + 1, s.mesh->rank())) {
-    std::cerr << "atoll: fault hook: rank " << s.mesh->rank() << " skips the collectives of step " << s.step + 1
-              << std::endl;
+    std::cerr << "atoll: fault hook: rank " << s.mesh->rank() << " skips the collectives of step "
+              << s.step + 1 << std::endl;
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until the watchdog ends the job
   }
 
@@ -642,8 +643,9 @@ void Trainer::run() {
                     static_cast<long long>(m.step), m.loss, m.grad_norm);
       if (stop) {
         const std::string dir = commit_now();
-        throw NonFiniteStop(std::string(what) + "; committed " + dir + " with the state before it; lower optim.lr " +
-                            "or raise optim.grad_clip and resume, or set train.on_nonfinite=skip to skip such steps");
+        throw NonFiniteStop(
+            std::string(what) + "; committed " + dir + " with the state before it; lower optim.lr " +
+            "or raise optim.grad_clip and resume, or set train.on_nonfinite=skip to skip such steps");
       }
       ++s.skipped_steps;
       s.log(std::string(what) + "; update skipped (" + std::to_string(s.skipped_steps) + " skipped so far)");
@@ -705,8 +707,7 @@ void Trainer::run() {
                            .add("step", m.step)
                            .add("signal", static_cast<int64_t>(signal)));
       s.log("preempted by " + std::string(signal_name(signal)) + " at step " + std::to_string(m.step) + ": " +
-            dir +
-            " committed; run again with checkpoint.resume=auto (the default) to continue");
+            dir + " committed; run again with checkpoint.resume=auto (the default) to continue");
       s.preempted_by = signal;
       return;
     }

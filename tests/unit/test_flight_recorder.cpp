@@ -264,7 +264,7 @@ TEST(HangReport, DiagnosesARankWaitingInAnotherCollective) {
   rank1.waiting_s = 550.0;
   const std::vector<std::string> lines = diagnose_hang(stuck_all_reduce(rank1), 600.0);
   EXPECT_TRUE(
-      has_line_with(lines, {"rank 1 is behind", "issued 11 of 12", "waiting in broadcast #3 on tp[1,5]"}))
+      has_line_with(lines, {"rank 1 is behind", "issued 11 of 12", "oldest unfinished operation is broadcast #3 on tp[1,5]"}))
       << joined(lines);
   EXPECT_FALSE(has_line_with(lines, {"in no collective"})) << joined(lines);
 }

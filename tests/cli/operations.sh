@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Operations end to end, with real processes, signals and files (issue: launcher, restarts,
+# preemption, watchdog, non-finite steps, TensorBoard):
+#   restart    kill -9 of one rank at a random step under --max-restarts 2: the job completes, and its
+#              final checkpoint equals an uninterrupted run's bit for bit
+#   preempt    SIGTERM to the launcher mid-run: exit 0, a committed checkpoint of the step reached, and
+#              a relaunch (resume: auto) continues from it to the same final state
+#   watchdog   a rank that skips its collectives: every rank exits within 2x comm.timeout_s, each
+#              dumps its flight records, and rank 0 names the laggard
+#   nonfinite  NaN gradients at step 3: skip drops exactly that update; stop commits step 2 and exits 3
+#   report     TensorBoard files parse back (CRCs) and equal metrics.jsonl; atoll report sums it up
+# Usage: operations.sh ATOLL_BIN
+set -uo pipefail
+atoll=$1
+work=$(mktemp -d)
+trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+passed=0
+failed=0
+check() {  # check ok|fail DESCRIPTION [LOG]
+  if [[ $1 == ok ]]; then
+    passed=$((passed + 1)); echo "PASS $2"
+  else
+    failed=$((failed + 1)); echo "FAIL $2"; [[ -n ${3:-} && -f ${3:-} ]] && grep -v '^[|+]' "$3" | tail -15 | sed 's/^/    /'
+  fi
+}
+same_files() {  # same_files DIR_A DIR_B: every shard byte-identical
+  local f
+  for f in "$1"/*.safetensors; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
+}
+# The step of the newest committed checkpoint.
+latest_step() { sed 's/step-//' "$1/checkpoints/LATEST"; }
+
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."; done >"$work/text.txt"
+"$atoll" data prepare --out "$work/data" --val-fraction 0.1 "$work/text.txt" >/dev/null
+cat >"$work/ops.yaml" <<YAML
+run:        { dir: $work/run, seed: 5, threads: 1 }
+model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
+parallel:   { dp: 2, zero: 1 }
+train:      { steps: 300, global_batch: 4, log_every: 50, eval_every: 0 }
+optim:      { lr: 1.0e-3, min_lr: 1.0e-4, warmup: 5 }
+data:       { train: $work/data/train.bin, val: $work/data/val.bin }
+checkpoint: { every: 10, keep: 2 }
+comm:       { timeout_s: 3 }
+YAML
+
+# The reference: the same job, uninterrupted.
+timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
+[[ $? -eq 0 && -d $work/ref/checkpoints/step-300 ]] && check ok "reference run" || check fail "reference run" "$work/ref.log"
+
+# restart: one rank killed with SIGKILL once the job is past a random step.
+kill_at=$((RANDOM % 150 + 30))
+timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/restart" --max-restarts 2 >"$work/restart.log" 2>&1 &
+job=$!
+until grep -q "\"step\":$kill_at," "$work/restart/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+victim=$(pgrep -f "^[^ ]*atoll train $work/ops.yaml.*run.dir=$work/restart" | shuf -n 1)
+kill -9 "$victim"
+wait $job
+status=$?
+if [[ $status -eq 0 ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.log" && grep -q "restart 1 of 2" "$work/restart.log" \
+    && grep -q '"event":"restart"' "$work/restart/metrics.jsonl" && same_files "$work/ref/checkpoints/step-300" "$work/restart/checkpoints/step-300"; then
+  check ok "restart: kill -9 of pid $victim past step $kill_at, relaunched, final state bitwise equal to the uninterrupted run"
+else
+  check fail "restart (exit $status, kill past step $kill_at)" "$work/restart.log"
+fi
+
+# preempt: SIGTERM to the launcher; then resume to the end.
+"$atoll" launch "$work/ops.yaml" --set run.dir="$work/preempt" >"$work/preempt.log" 2>&1 &
+job=$!
+until grep -q '"step":60,' "$work/preempt/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+kill -TERM $job
+wait $job
+status=$?
+reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" | grep -o '[0-9]*$')
+if [[ $status -eq 0 && -n $reached && $(latest_step "$work/preempt") == "$reached" ]] && (( reached < 300 )) \
+    && grep -q "preempted by SIGUSR1 at step $reached: .*step-$reached committed" "$work/preempt.log" \
+    && "$atoll" ckpt inspect "$work/preempt/checkpoints/step-$reached" >/dev/null; then
+  check ok "preempt: SIGTERM at step $reached, exit 0, step-$reached committed and verified"
+else
+  check fail "preempt (exit $status, reached '$reached')" "$work/preempt.log"
+fi
+timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/preempt" >"$work/resume.log" 2>&1
+if [[ $? -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached" "$work/resume.log" \
+    && same_files "$work/ref/checkpoints/step-300" "$work/preempt/checkpoints/step-300"; then
+  check ok "preempt: resume: auto continues from step $reached to the uninterrupted run's final state"
+else
+  check fail "preempt: resume" "$work/resume.log"
+fi
+
+# watchdog: rank 1 of 4 skips the collectives of step 4 (comm.timeout_s = 3).
+start=$(date +%s.%N)
+ATOLL_FAULT=skip_collective@1:4 timeout 60 mpirun --oversubscribe -np 4 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" \
+  --set run.dir="$work/hang" --set parallel.dp=4 >"$work/hang.log" 2>&1
+status=$?
+end=$(date +%s.%N)
+hang_began=$(stat -c %.9Y "$work/hang/metrics.jsonl")  # the last step record, written before step 4 began
+dumps=$(ls "$work/hang/flight" 2>/dev/null | grep -c '^rank-[0-3].json$')
+if [[ $status -ne 0 && $status -ne 124 && $dumps -eq 4 ]] && grep -q "rank 1 is behind: it issued" "$work/hang.log" \
+    && [[ $(grep -c "is behind" "$work/hang.log") -eq 1 ]] && awk -v a="$hang_began" -v b="$end" 'BEGIN { exit !(b - a < 6) }'; then
+  check ok "watchdog: all ranks gone $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s after the hang (timeout 3 s), 4 dumps, laggard named"
+else
+  check fail "watchdog (exit $status, $dumps dumps, $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s)" "$work/hang.log"
+fi
+
+# nonfinite: skip.
+ATOLL_FAULT=nan_gradient@3 timeout 120 mpirun --oversubscribe -np 2 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" --set run.dir="$work/skip" \
+  --set train.steps=5 --set checkpoint.every=1 --set checkpoint.keep=9 --set train.on_nonfinite=skip >"$work/skip.log" 2>&1
+status=$?
+"$atoll" ckpt export "$work/skip/checkpoints/step-2" --out "$work/skip2.safetensors" >/dev/null
+"$atoll" ckpt export "$work/skip/checkpoints/step-3" --out "$work/skip3.safetensors" >/dev/null
+"$atoll" ckpt export "$work/skip/checkpoints/step-4" --out "$work/skip4.safetensors" >/dev/null
+if [[ $status -eq 0 && $(grep -c '"skipped":1' "$work/skip/metrics.jsonl") -eq 1 ]] && grep -q '"step":3,.*"skipped":1' "$work/skip/metrics.jsonl" \
+    && cmp -s "$work/skip2.safetensors" "$work/skip3.safetensors" && ! cmp -s "$work/skip3.safetensors" "$work/skip4.safetensors" \
+    && grep -q "step 3: non-finite loss or gradient .*update skipped (1 skipped so far)" "$work/skip.log"; then
+  check ok "nonfinite skip: exactly step 3's update skipped (weights after 3 == after 2), training goes on"
+else
+  check fail "nonfinite skip (exit $status)" "$work/skip.log"
+fi
+
+# nonfinite: stop.
+ATOLL_FAULT=nan_gradient@3 timeout 120 mpirun --oversubscribe -np 2 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" --set run.dir="$work/stop" \
+  --set train.steps=5 --set checkpoint.every=0 >"$work/stop.log" 2>&1
+status=$?
+if [[ $status -ne 0 && $(grep -c "non-finite loss or gradient .*committed .*step-2 with the state before it" "$work/stop.log") -eq 1 \
+      && $(latest_step "$work/stop") == 2 ]] && "$atoll" ckpt inspect "$work/stop/checkpoints/step-2" >/dev/null; then
+  check ok "nonfinite stop: one message, exit $status, step-2 committed and verified"
+else
+  check fail "nonfinite stop (exit $status)" "$work/stop.log"
+fi
+
+# report and TensorBoard, on the restarted run (two event files, replayed steps).
+"$atoll" report "$work/restart" >"$work/report.log" 2>&1
+if [[ $? -eq 0 ]] && grep -q "every record's CRCs verified; train/loss equals metrics.jsonl at all 300 steps" "$work/report.log" \
+    && grep -q "^restarts  *1" "$work/report.log" && grep -q "</svg>" "$work/restart/loss.svg"; then
+  check ok "report: TensorBoard files verified against metrics.jsonl, 1 restart, loss.svg"
+else
+  check fail "report" "$work/report.log"
+fi
+# A flipped byte in an event file is caught by its CRC.
+tb=$(ls "$work/ref/tb"/events.out.tfevents.* | head -1)
+printf '\xff' | dd of="$tb" bs=1 seek=200 conv=notrunc status=none
+"$atoll" report "$work/ref" >"$work/report_bad.log" 2>&1
+if [[ $? -ne 0 ]] && grep -q "bad .*CRC" "$work/report_bad.log"; then
+  check ok "report: a damaged TensorBoard record is named by its CRC"
+else
+  check fail "report: damaged TensorBoard file" "$work/report_bad.log"
+fi
+
+# Launcher modes, printed without running: a hostfile, and Slurm inside an allocation.
+echo "localhost slots=4" >"$work/hosts"
+if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise $work/run -- .* train" \
+    && SLURM_JOB_ID=7 "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 .* supervise"; then
+  check ok "launch modes: --hostfile passes the file to mpirun; SLURM_JOB_ID selects srun --ntasks=2"
+else
+  check fail "launch modes"
+fi
+# The hostfile mode for real: this host from a hostfile.
+timeout 120 "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --set run.dir="$work/hostfile" --set train.steps=4 \
+  --set checkpoint.every=0 >"$work/hostfile.log" 2>&1
+if [[ $? -eq 0 && -s $work/hostfile/logs/rank-0.log && -s $work/hostfile/logs/rank-1.exit ]] && grep -q "^step *4/4" "$work/hostfile/logs/rank-0.log"; then
+  check ok "launch --hostfile: runs, per-rank logs and exit records in <run dir>/logs"
+else
+  check fail "launch --hostfile" "$work/hostfile.log"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
