@@ -137,6 +137,8 @@ int launch_command(const Args& args) {
   request.as_root = geteuid() == 0;
   request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
+  // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
+  if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
   const std::string self = self_executable();
   std::vector<std::string> command = runtime::launcher_prefix(request);
   command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});

@@ -22,6 +22,7 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   } else {
     command = {"mpirun", "-np", std::to_string(r.ranks)};
     if (r.as_root) command.push_back("--allow-run-as-root");
+    command.insert(command.end(), {"-x", "ATOLL_PROGRESS"});  // mpirun passes only what it is told
     if (r.mode == LaunchMode::kHostfile) {
       command.push_back("--hostfile");
       command.push_back(r.hostfile);

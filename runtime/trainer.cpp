@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -35,7 +36,9 @@
 #include "runtime/host_memory.h"
 #include "runtime/llama.h"
 #include "runtime/peak_flops.h"
+#include "runtime/placement.h"
 #include "runtime/preemption.h"
+#include "runtime/progress_display.h"
 #include "runtime/tensorboard.h"
 
 namespace atl::runtime {
@@ -97,13 +100,15 @@ PeerFailure::PeerFailure(int failed_rank)
       failed_rank_(failed_rank) {}
 
 int default_threads_per_rank(const comm::MpiCommunicator& world) {
-  MPI_Comm node;
-  MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
-  int local_ranks = 1;
-  MPI_Comm_size(node, &local_ranks);
-  MPI_Comm_free(&node);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local_ranks);
+  // The launcher's word first (Open MPI, Slurm, PMIx); else count the ranks sharing this node.
+  int local_ranks = placement_from_environment([](const char* name) { return std::getenv(name); }).local_size;
+  if (local_ranks < 1) {
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
+    MPI_Comm_size(node, &local_ranks);
+    MPI_Comm_free(&node);
+  }
+  return threads_per_rank(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), local_ranks);
 }
 
 namespace pipe = parallel::pipeline;
@@ -131,6 +136,7 @@ struct Trainer::State {
   int64_t skipped_steps = 0;
   int preempted_by = 0;                            // the signal that stopped run(), 0 if none
   std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0
+  std::unique_ptr<ProgressDisplay> display;        // rank 0's console (null: quiet)
   std::unique_ptr<comm::DeviceMesh> mesh;
   std::unique_ptr<parallel::FlatParameters> params;
   std::vector<std::unique_ptr<LlamaModel>> chunks;  // this rank's model chunks (one without virtual stages)
@@ -260,7 +266,7 @@ struct Trainer::State {
   }
 
   void log(const std::string& line) const {
-    if (out) *out << line << std::endl;
+    if (display) display->line(line);
   }
 };
 
@@ -270,6 +276,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.config = config;
   s.is_logger = world.rank() == 0;
   s.out = s.is_logger ? out : nullptr;
+  if (s.out) s.display = std::make_unique<ProgressDisplay>(s.out, progress_bar_wanted(), config.train.steps);
   // Phase 1, local checks only (no collectives), so a rank that fails cannot leave its peers
   // waiting in a collective: config, layout and data files.
   std::exception_ptr local_error;
@@ -632,6 +639,7 @@ void Trainer::run() {
     StepMetrics m = train_step();
     s.metrics->write(to_json(m));
     write_scalars(m.step, step_scalars(m));
+    if (s.display) s.display->step(m.step, m.step_seconds, m.loss);
     if (m.nonfinite) {
       const bool stop = !m.skipped;
       s.metrics->write(JsonRecord()
@@ -661,7 +669,7 @@ void Trainer::run() {
         m.mfu = m.tokens_per_s * training_flops_per_token(c.model) /
                 (s.peak_flops * s.mesh->shape().world_size());
       }
-      s.log(progress_line(m, c.train.steps));
+      s.log(progress_line(m, c.train.steps) + " | ETA " + (s.display ? s.display->eta() : "?"));
       interval_tokens_per_s = 0.0;
       interval_steps = 0;
     }
