@@ -46,14 +46,14 @@ int train_command(int argc, char** argv) {
   } catch (const runtime::NonFiniteStop& e) {
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
     return runtime::kExitNonFinite;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "")
-              << ": " << e.what() << "\n";
-    return runtime::kExitBadInput;
   } catch (const std::exception& e) {
+    // This rank's own problem: say it, with the rank. Start-up checks and bad arguments are input
+    // the user must fix (no restart helps); anything else is a runtime failure.
     std::cerr << "atoll: error" << (world->size() > 1 ? " on rank " + std::to_string(world->rank()) : "")
               << ": " << e.what() << "\n";
-    return runtime::kExitFailure;
+    const bool bad_input =
+        dynamic_cast<const runtime::StartupError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e);
+    return bad_input ? runtime::kExitBadInput : runtime::kExitFailure;
   }
   return runtime::kExitOk;
 }

@@ -301,7 +301,15 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   int first_failed = local_error ? world.rank() : world.size();
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world.handle()));
   if (first_failed < world.size()) {
-    if (first_failed == world.rank()) std::rethrow_exception(local_error);
+    if (first_failed == world.rank()) {
+      try {
+        std::rethrow_exception(local_error);
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw StartupError(e.what());  // config, data and init-weight problems: the user's to fix
+      }
+    }
     throw PeerFailure(first_failed);
   }
 
@@ -593,6 +601,7 @@ int Trainer::preempted_by() const {
 }
 
 NonFiniteStop::NonFiniteStop(const std::string& message) : std::runtime_error(message) {}
+StartupError::StartupError(const std::string& message) : std::runtime_error(message) {}
 
 namespace {
 

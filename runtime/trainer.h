@@ -51,6 +51,12 @@ class NonFiniteStop : public std::runtime_error {
   explicit NonFiniteStop(const std::string& message);
 };
 
+// A rank's own start-up check failed (its data, its initial weights): bad input, not a crash.
+class StartupError : public std::runtime_error {
+ public:
+  explicit StartupError(const std::string& message);
+};
+
 class Trainer {
  public:
   // Collective over `world`. `out` receives rank 0's start-up table and progress lines (null: quiet).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `atoll` command under mpirun: a small 2-rank run succeeds and writes its
-# metrics; each bad input stops every rank with its one-line message and a non-zero exit (no hang,
-# no repeated message).
+# metrics; each bad input (config, layout, data, checkpoint, launcher arguments) stops every rank with
+# its one-line message and a non-zero exit (no hang, no repeated message), and no bad input changes a
+# byte of a committed checkpoint. Every case is catalogued in the README ("Errors you may meet").
 # Usage: bad_input.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -10,23 +11,47 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 passed=0
 failed=0
+cases=()  # the NAME of every expect_error / expect_cli_error case, checked against the README
+readme=$(cd "$(dirname "$0")/../.." && pwd)/README.md
 
 check() {  # check NAME CONDITION_DESCRIPTION, reading $? of the previous test
   if [[ $1 == ok ]]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi
 }
 
-# expect_error NAME REGEX NP ARGS...: non-zero exit, REGEX printed exactly once.
+# expect_error NAME REGEX NP ARGS...: `mpirun -np NP atoll ARGS... --set run.dir=$committed` exits
+# non-zero, REGEX printed exactly once. Every case runs in the run directory of a committed checkpoint
+# ($committed, set below), which must come out of all of them unchanged.
 expect_error() {
   local name=$1 regex=$2 np=$3
   shift 3
-  timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" >"$work/$name.log" 2>&1
+  cases+=("$name")
+  timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" --set run.dir="$committed" >"$work/$name.log" 2>&1
   local status=$?
   local count
-  count=$(grep -cE "$regex" "$work/$name.log")
+  count=$(grep -cE -e "$regex" "$work/$name.log")
   if [[ $status -ne 0 && $status -ne 124 && $count -eq 1 ]]; then
     check ok "$name"
   else
     check fail "$name (exit $status, message seen $count times)"
+    sed 's/^/    /' "$work/$name.log" | head -20
+  fi
+}
+
+# expect_cli_error NAME CODE REGEX ARGS...: `atoll ARGS...` run directly (no mpirun; SLURM_JOB_ID
+# unset so that launcher choices do not depend on where the test runs) exits with CODE, REGEX printed
+# exactly once.
+expect_cli_error() {
+  local name=$1 code=$2 regex=$3
+  shift 3
+  cases+=("$name")
+  timeout 120 env -u SLURM_JOB_ID "$atoll" "$@" >"$work/$name.log" 2>&1
+  local status=$?
+  local count
+  count=$(grep -cE -e "$regex" "$work/$name.log")
+  if [[ $status -eq $code && $count -eq 1 ]]; then
+    check ok "$name"
+  else
+    check fail "$name (exit $status, expected $code; message seen $count times)"
     sed 's/^/    /' "$work/$name.log" | head -20
   fi
 }
@@ -110,6 +135,12 @@ else
   check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
 fi
 
+# From here on $committed holds committed checkpoints (step-3, step-6, step-9): every bad-input case
+# below runs against it, and none may change a byte of it (checked at the end).
+committed="$work/ckpt"
+ckpt_sums() { (cd "$committed/checkpoints" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+ckpt_sums >"$work/committed.before"
+
 # A rank killed at each phase of a save (ATOLL_CHECKPOINT_FAULT) leaves the previous checkpoint
 # committed and chosen: the relaunch resumes from step 2, removes the leftover .partial directory,
 # and commits step 4 itself.
@@ -154,12 +185,13 @@ fi
 cp -r "$work/ckpt/checkpoints/step-9" "$work/damaged"
 shard="$work/damaged/rank-00000.safetensors"  # dp rank 0 writes everything without ZeRO
 printf '\xff' | dd of="$shard" bs=1 seek=$(($(stat -c %s "$shard") - 100)) conv=notrunc status=none
-if ! "$atoll" ckpt inspect "$work/damaged" >"$work/inspect_bad.log" 2>&1 &&
-   grep -q "checksum mismatch in $work/damaged/rank-00000.safetensors" "$work/inspect_bad.log"; then
-  check ok "ckpt inspect: a flipped byte is named and exits non-zero"
-else
-  check fail "ckpt inspect of a damaged checkpoint"; sed 's/^/    /' "$work/inspect_bad.log" | tail -5
-fi
+# `ckpt inspect` exits 1 on a damaged checkpoint (its help says so), not 2.
+expect_cli_error ckpt_inspect_corrupt 1 \
+  "checkpoint: checksum mismatch in $work/damaged/rank-00000.safetensors for .* at byte [0-9]+: the file is corrupt" \
+  ckpt inspect "$work/damaged"
+# A torn checkpoint: every shard written, the manifest (written last, the commit) missing.
+cp -r "$work/ckpt/checkpoints/step-9" "$work/torn"
+rm "$work/torn/manifest.pb"
 
 # atoll ckpt export: consolidated weights and a config.json; a new run starts from them.
 if "$atoll" ckpt export "$work/ckpt/checkpoints" --out "$work/export/model.safetensors" >"$work/export.log" 2>&1 &&
@@ -195,16 +227,91 @@ expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than p
 expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 
+# Config, data and checkpoint mistakes added with the operations work (exit codes, on_nonfinite,
+# watchdog settings, fault hooks), and checkpoints that cannot be resumed from.
+expect_error nonfinite_policy "train.on_nonfinite = 'maybe' is not one of skip, stop; set train.on_nonfinite" 2 train \
+  "$work/tiny.yaml" --set train.on_nonfinite=maybe
+expect_error comm_timeout "comm.timeout_s = 0 must be > 0; set comm.timeout_s to a positive number" 2 train \
+  "$work/tiny.yaml" --set comm.timeout_s=0
+ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\] or skip_collective@RANK:STEP" \
+  2 train "$work/tiny.yaml"
+expect_error missing_config "config: cannot read $work/none.yaml: No such file or directory; check the path" 2 train "$work/none.yaml"
+expect_error resume_torn "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" 2 train \
+  "$work/tiny.yaml" --set checkpoint.resume="$work/torn"
+expect_error resume_corrupt "checkpoint: checksum mismatch in $work/damaged/rank-00000.safetensors .*the file is corrupt" 2 train \
+  "$work/tiny.yaml" --set checkpoint.resume="$work/damaged"
+
+# Commands that need no MPI: launcher arguments, plan, ckpt, report, data prepare. Launch cases name
+# the committed run directory too, so that a launch that got as far as starting ranks would meet it.
+at_committed=(--set run.dir="$committed")
+printf 'localhost slots=2\n' >"$work/hostfile"
+expect_cli_error launch_np_abc 2 "--np abc is not a non-negative integer; e.g. --np 2" launch "$work/tiny.yaml" --np abc "${at_committed[@]}"
+expect_cli_error launch_np_zero 2 "--np 0: a job needs at least one rank" launch "$work/tiny.yaml" --np 0 "${at_committed[@]}"
+expect_cli_error launch_np_no_value 2 "--np needs a value; usage: atoll launch" launch "$work/tiny.yaml" "${at_committed[@]}" --np
+expect_cli_error launch_hostfile_missing 2 "--hostfile $work/none.hosts does not exist; give a file of 'host slots=N' lines" \
+  launch "$work/tiny.yaml" --hostfile "$work/none.hosts" "${at_committed[@]}"
+expect_cli_error launch_slurm_outside 2 "--slurm needs a Slurm allocation \(SLURM_JOB_ID is not set\); run inside salloc or sbatch" \
+  launch "$work/tiny.yaml" --slurm "${at_committed[@]}"
+expect_cli_error launch_two_launchers 2 "--hostfile, --slurm and --mpirun each pick the launcher; give at most one" \
+  launch "$work/tiny.yaml" --hostfile "$work/hostfile" --slurm "${at_committed[@]}"
+expect_cli_error launch_restarts_negative 2 "--max-restarts -1 is not a non-negative integer; e.g. --max-restarts 2" \
+  launch "$work/tiny.yaml" --max-restarts -1 "${at_committed[@]}"
+expect_cli_error launch_restarts_abc 2 "--max-restarts abc is not a non-negative integer" \
+  launch "$work/tiny.yaml" --max-restarts abc "${at_committed[@]}"
+expect_cli_error launch_unknown_option 2 "unknown option '--bogus'; usage: atoll launch" launch "$work/tiny.yaml" --bogus "${at_committed[@]}"
+expect_cli_error launch_missing_config 2 "config: cannot read $work/none.yaml: No such file or directory" \
+  launch "$work/none.yaml" "${at_committed[@]}"
+expect_cli_error launch_bad_key 2 "config: --set model.dimm=3: unknown key 'model.dimm' \(did you mean 'model.dim'\?\)" \
+  launch "$work/tiny.yaml" --set model.dimm=3 "${at_committed[@]}"
+# Bad input found by the ranks (missing data): reported once, and --max-restarts does not relaunch.
+expect_cli_error launch_no_restart 2 "data: $work/none.bin does not exist; run .atoll data prepare." \
+  launch "$work/tiny.yaml" --max-restarts 2 --set data.train="$work/none.bin" "${at_committed[@]}"
+expect_cli_error flight_records 2 "comm.flight_records = 0 must be >= 1; set comm.flight_records to a positive integer" \
+  plan "$work/tiny.yaml" --set comm.flight_records=0
+expect_cli_error plan_np 2 "islands\*pp\*dp\*tp = 2 but 3 ranks were launched; launch 2 ranks" plan "$work/tiny.yaml" --np 3
+# `ckpt inspect` and `report` exit 1 (a runtime error) on a missing directory, not 2.
+expect_cli_error ckpt_inspect_missing 1 "checkpoint: $work/none/manifest.pb is missing: the checkpoint was never committed" \
+  ckpt inspect "$work/none"
+expect_cli_error ckpt_inspect_torn 1 "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" \
+  ckpt inspect "$work/torn"
+expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out FILE.safetensors." \
+  ckpt export "$committed/checkpoints"
+mkdir -p "$work/not-a-run"
+expect_cli_error report_missing_dir 1 "report: run directory $work/none does not exist; pass the run.dir of the run's config" \
+  report "$work/none"
+expect_cli_error report_no_metrics 1 "report: $work/not-a-run has no metrics.jsonl; is it a run directory" report "$work/not-a-run"
+expect_cli_error prepare_no_out 2 "missing --out DIR; usage: atoll data prepare" data prepare "$work/text.txt"
+expect_cli_error prepare_missing_input 1 "data prepare: input $work/none.txt does not exist; check the path" \
+  data prepare --out "$work/data2" "$work/none.txt"
+expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate
+
 # atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.
 if "$atoll" plan "$work/tiny.yaml" >"$work/plan.log" 2>&1 && grep -q "^plan: 2 ranks = islands 1 x pp 1 x dp 2 x tp 1" "$work/plan.log"; then
   check ok "plan: prints the layout's per-rank memory and traffic"
 else
   check fail "plan"; sed 's/^/    /' "$work/plan.log" | head -20
 fi
-if ! "$atoll" plan "$work/tiny.yaml" --np 3 >"$work/plan_np.log" 2>&1 && grep -q "islands\*pp\*dp\*tp = 2 but 3 ranks" "$work/plan_np.log"; then
-  check ok "plan_np: a rank count that does not fit the layout"
+
+# No bad input above changed a byte of the committed checkpoints, and each still verifies.
+ckpt_sums >"$work/committed.after"
+intact=ok
+for step in "$committed"/checkpoints/step-*; do
+  "$atoll" ckpt inspect "$step" >"$work/inspect_after.log" 2>&1 || intact="fail ($step no longer verifies)"
+done
+if [[ $intact == ok && -s "$work/committed.before" ]] && cmp -s "$work/committed.before" "$work/committed.after"; then
+  check ok "committed checkpoints byte-identical after ${#cases[@]} bad-input cases ($(wc -l <"$work/committed.after") files), each verifies"
 else
-  check fail "plan_np"; sed 's/^/    /' "$work/plan_np.log" | head -20
+  check fail "committed checkpoints: $intact"; diff "$work/committed.before" "$work/committed.after" | head -10 | sed 's/^/    /'
+fi
+
+# The README's catalogue of errors names every case above.
+catalogue=$(awk '/^### Errors you may meet/{p=1} p&&/^## /{exit} p' "$readme" 2>/dev/null)
+missing=()
+for name in "${cases[@]}"; do grep -qF "\`$name\`" <<<"$catalogue" || missing+=("$name"); done
+if [[ -n $catalogue && ${#missing[@]} -eq 0 ]]; then
+  check ok "README 'Errors you may meet' lists all ${#cases[@]} cases"
+else
+  check fail "README 'Errors you may meet' ($readme) lacks: ${missing[*]:-the section}"
 fi
 
 echo "$passed passed, $failed failed"
