@@ -79,13 +79,16 @@ std::optional<RankExit> first_failure(const std::vector<RankExit>& exits) {
   return first;
 }
 
+std::string signal_name(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? "SIG" + std::string(name) : "signal " + std::to_string(signal);
+}
+
 std::string describe(const RankExit& e) {
   std::string out =
       "rank " + std::to_string(e.rank) + " (pid " + std::to_string(e.pid) + " on " + e.host + ") ";
   if (!e.signaled) return out + "exited with code " + std::to_string(e.code);
-  const char* name = sigabbrev_np(e.code);
-  return out + "was killed by signal " + std::to_string(e.code) +
-         (name ? " (SIG" + std::string(name) + ")" : "");
+  return out + "was killed by signal " + std::to_string(e.code) + " (" + signal_name(e.code) + ")";
 }
 
 }  // namespace atl::runtime

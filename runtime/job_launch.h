@@ -46,6 +46,8 @@ std::string exit_record_path(const std::string& run_dir, int rank);
 std::vector<RankExit> read_rank_exits(const std::string& run_dir);
 // The failure that came first in time (the cause; later ones are usually its consequences).
 std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
+// "SIGKILL" for 9; "signal N" for a number without a name.
+std::string signal_name(int signal);
 // "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
 std::string describe(const RankExit& exit);
 

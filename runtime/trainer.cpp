@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +33,7 @@
 #include "runtime/exit_codes.h"
 #include "runtime/fault_hooks.h"
 #include "runtime/host_memory.h"
+#include "runtime/job_launch.h"
 #include "runtime/llama.h"
 #include "runtime/peak_flops.h"
 #include "runtime/placement.h"
@@ -618,10 +618,6 @@ std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
           {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
 }
 
-const char* signal_name(int signal) {
-  return signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "a signal";
-}
-
 }  // namespace
 
 void Trainer::run() {
@@ -723,8 +719,8 @@ void Trainer::run() {
                            .add("event", std::string("preempted"))
                            .add("step", m.step)
                            .add("signal", static_cast<int64_t>(signal)));
-      s.log("preempted by " + std::string(signal_name(signal)) + " at step " + std::to_string(m.step) + ": " +
-            dir + " committed; run again with checkpoint.resume=auto (the default) to continue");
+      s.log("preempted by " + signal_name(signal) + " at step " + std::to_string(m.step) + ": " + dir +
+            " committed; run again with checkpoint.resume=auto (the default) to continue");
       s.preempted_by = signal;
       return;
     }
