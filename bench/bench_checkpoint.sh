@@ -34,7 +34,7 @@ run async_lazy-100-saves 100 --set checkpoint.every=1 --set checkpoint.mode=asyn
 run large-none 8 "${large[@]}"
 for mode in sync async_lazy; do run "large-$mode" 8 "${large[@]}" --set checkpoint.every=2 --set checkpoint.mode=$mode; done
 
-/usr/bin/python3 - "$warmup" "${runs[@]}" <<'PY'
+"${ATOLL_PYTHON_BIN:-.venv/bin/python}" - "$warmup" "${runs[@]}" <<'PY'
 import json, statistics, sys
 warmup = int(sys.argv[1])
 runs = dict(arg.split("=", 1) for arg in sys.argv[2:])

@@ -1,6 +1,6 @@
 # Shared start of the training benchmarks, sourced from the repository root: checks the atoll
 # binary (ATOLL_BIN overrides build/bin/atoll) and STEPS against the warm-up steps, and prepares the
-# Brown corpus if needed. Sets $atoll and $steps.
+# Python documentation corpus if needed. Sets $atoll and $steps.
 # Usage: bench_start NAME DEFAULT_STEPS WARMUP [STEPS]
 bench_start() {
   local name=$1 default_steps=$2 warmup=$3
@@ -11,5 +11,5 @@ bench_start() {
     echo "$name: STEPS must be a number above $warmup (the warm-up steps), got '$steps'" >&2
     exit 1
   fi
-  [[ -s data/brown/train.bin ]] || bash examples/brown/prepare.sh data/brown "$atoll" >/dev/null
+  [[ -s data/pydocs/train.bin ]] || bash examples/pydocs/prepare.sh data/pydocs "$atoll" >/dev/null
 }

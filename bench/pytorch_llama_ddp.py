@@ -2,11 +2,13 @@
 """The peer of Atoll's training benchmark: the same Llama, optimizer and batch in PyTorch
 (Python, eager), data-parallel with DistributedDataParallel over gloo, one thread per process.
 
-Run with Debian's interpreter (/usr/bin/python3, which has python3-torch):
-  /usr/bin/python3 bench/pytorch_llama_ddp.py --world 2 --steps 30 --data data/brown/train.bin
+Run with the interpreter of the venv Atoll builds against (the same torch as Atoll's LibTorch):
+  .venv/bin/python bench/pytorch_llama_ddp.py --world 2 --steps 30 --data data/pydocs/train.bin
 Prints one machine-readable last line: `pytorch_ddp tokens_per_s=<x> step_s=<y>`.
-The model mirrors runtime/llama.cpp: RMSNorm, RoPE (rotate-half), causal attention with explicit
-matmul/softmax (LibTorch 1.13 has no fused CPU attention), SwiGLU, no biases, untied LM head.
+The model mirrors runtime/llama.cpp: RMSNorm, RoPE (rotate-half), causal attention, SwiGLU, no
+biases, untied LM head -- written as a PyTorch user would: attention through
+F.scaled_dot_product_attention (fused CPU kernels), and `--precision bf16` through
+torch.autocast (PyTorch's natural mixed-precision path: fp32 parameters, bf16 matmuls).
 """
 import argparse
 import math
@@ -51,7 +53,7 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(a.dim, a.ffn, bias=False)
         self.down_proj = nn.Linear(a.ffn, a.dim, bias=False)
 
-    def attention(self, x, cos, sin, mask):
+    def attention(self, x, cos, sin):
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -61,12 +63,11 @@ class Block(nn.Module):
         if self.kv_heads != self.heads:
             k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
             v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim) + mask
-        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))
 
-    def forward(self, h, cos, sin, mask):
-        h = h + self.attention(self.input_layernorm(h), cos, sin, mask)
+    def forward(self, h, cos, sin):
+        h = h + self.attention(self.input_layernorm(h), cos, sin)
         x = self.post_attention_layernorm(h)
         return h + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
@@ -84,7 +85,6 @@ class Llama(nn.Module):
         angles = torch.cat((angles, angles), dim=-1)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
-        self.register_buffer("mask", torch.full((a.seq, a.seq), float("-inf")).triu(1), persistent=False)
         for name, p in self.named_parameters():
             if "norm" not in name:
                 std = 0.02 / math.sqrt(2 * a.layers) if ("o_proj" in name or "down_proj" in name) else 0.02
@@ -93,7 +93,7 @@ class Llama(nn.Module):
     def forward(self, tokens, targets):
         h = self.embed_tokens(tokens)
         for layer in self.layers:
-            h = layer(h, self.cos, self.sin, self.mask)
+            h = layer(h, self.cos, self.sin)
         logits = self.lm_head(self.norm(h))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -132,7 +132,8 @@ def worker(rank, a, port, queue):
         t0 = time.perf_counter()
         first = (step * a.global_batch + rank * per_rank) % (windows - per_rank)
         batch = torch.stack([tokens[(first + i) * a.seq:(first + i) * a.seq + a.seq + 1] for i in range(per_rank)])
-        loss = model(batch[:, :-1], batch[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(batch[:, :-1], batch[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -157,6 +158,8 @@ def main():
                           ("seed", 1234)]:
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: torch.autocast to bfloat16 (mixed precision)")
     p.add_argument("--data", default="", help="llm.c token shard (default: random tokens)")
     a = p.parse_args()
     if a.global_batch % a.world or a.dim % a.heads or a.heads % a.kv_heads:

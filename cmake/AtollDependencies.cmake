@@ -1,15 +1,17 @@
 # Finds every external dependency once, so the folder CMakeLists only name targets.
-# LibTorch: Debian's by default; pass -DTorch_DIR=<prefix>/share/cmake/Torch for a CUDA build.
-find_package(Torch REQUIRED)
-find_package(MPI REQUIRED COMPONENTS CXX)
+# LibTorch: from the PyTorch wheel in .venv (cmake/AtollTorch.cmake); the rest from Debian.
+# Protobuf first: TorchConfig defines protobuf::libprotobuf as an empty stand-in when no such
+# target exists yet, and FindProtobuf would then keep that stand-in (nothing linked).
 find_package(Protobuf REQUIRED)
+include(AtollTorch)
+find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(yaml-cpp REQUIRED)
 find_package(Threads REQUIRED)
 if(ATOLL_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
 
-# NCCL + CUDA runtime: auto-detected under /usr/local/cuda (or CUDA_HOME / NCCL_ROOT).
+# NCCL + CUDA runtime: the wheel's (cmake/FindNCCL.cmake), else under NCCL_ROOT, CUDA_HOME, /usr/local/cuda.
 set(ATOLL_NCCL_FOUND OFF)
 if(NOT ATOLL_WITH_NCCL STREQUAL "OFF")
   find_package(NCCL)

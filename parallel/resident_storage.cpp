@@ -11,6 +11,10 @@ size_t full_bytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
+// LibTorch 2.x has no C++ operator for resizing a storage (Python's `untyped_storage().resize_()`,
+// which FSDP uses, and inductor::resize_storage_bytes_ are registered by libtorch_python), so the
+// storage's allocation is swapped through StorageImpl's public setters, with the storage's own
+// allocator: the CPU allocator for host buffers, the CUDA caching allocator for device ones.
 c10::StorageImpl& storage_of(const at::Tensor& t) {
   if (t.storage_offset() != 0)
     throw std::invalid_argument("resident_storage: only whole flat buffers can be released, not views");

@@ -33,35 +33,17 @@ struct ShardedDataParallel::BucketState {
   bool reduction_adds = false;
 };
 
-// Autograd hooks on a parameter's gradient accumulator: before (ZeRO-2/3: the bucket's gradient
-// storage must exist and be free of a reduction in flight) and after its gradient has landed.
-class ShardedDataParallel::GradientHooks {
+// Runs after a parameter's gradient has been accumulated into its .grad: the hook PyTorch's own
+// register_post_accumulate_grad_hook installs (one per tensor, kept on the tensor itself, so it
+// outlives the AccumulateGrad node autograd may recreate between backwards).
+class ShardedDataParallel::GradientLanded final : public torch::autograd::PostAccumulateGradHook {
  public:
-  class Before final : public torch::autograd::FunctionPreHook {
-   public:
-    Before(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
-      engine_.before_accumulate(bucket_);
-      return grads;
-    }
+  GradientLanded(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
+  void operator()(const torch::autograd::Variable& /*param*/) override { engine_.on_gradient_ready(bucket_); }
 
-   private:
-    ShardedDataParallel& engine_;
-    size_t bucket_;
-  };
-  class After final : public torch::autograd::FunctionPostHook {
-   public:
-    After(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list& /*inputs*/) override {
-      engine_.on_gradient_ready(bucket_);
-      return outputs;
-    }
-
-   private:
-    ShardedDataParallel& engine_;
-    size_t bucket_;
-  };
+ private:
+  ShardedDataParallel& engine_;
+  size_t bucket_;
 };
 
 namespace {
@@ -143,14 +125,21 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
 
   if (group_.size() == 1 && stage_ == 0) return;  // nothing to reduce: no hooks, no overhead
   for (const FlatEntry& e : params.entries()) {
-    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(e.value);
-    if (stage_ >= 2) accumulator->add_pre_hook(std::make_unique<GradientHooks::Before>(*this, e.bucket));
-    accumulator->add_post_hook(std::make_unique<GradientHooks::After>(*this, e.bucket));
-    accumulators_.push_back(std::move(accumulator));
+    // ZeRO-2/3: before a gradient lands, its bucket's storage must exist and be free of a
+    // reduction in flight. A tensor hook on a leaf runs right before its accumulation.
+    const size_t bucket = e.bucket;
+    if (stage_ >= 2)
+      before_hooks_.emplace_back(
+          e.value, e.value.register_hook([this, bucket](const at::Tensor&) { before_accumulate(bucket); }));
+    torch::autograd::impl::set_post_acc_grad_hooks(e.value, std::make_unique<GradientLanded>(*this, bucket));
+    hooked_.push_back(e.value);
   }
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
+  // The hooks live on the parameters, which may outlive this engine: take them off first.
+  for (auto& [param, id] : before_hooks_) param.remove_hook(id);
+  for (const at::Tensor& param : hooked_) torch::autograd::impl::set_post_acc_grad_hooks(param, nullptr);
   // Hooks and requests point at this object and its buffers: drain everything in flight.
   for (BucketState& s : buckets_) {
     if (s.reduction) s.reduction->wait();

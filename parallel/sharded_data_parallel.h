@@ -119,7 +119,7 @@ class ShardedDataParallel final : public ParameterGate {
 
  private:
   struct BucketState;
-  class GradientHooks;
+  class GradientLanded;
   void before_accumulate(size_t bucket);
   void on_gradient_ready(size_t bucket);
   void launch_reduction(size_t bucket);
@@ -143,7 +143,8 @@ class ShardedDataParallel final : public ParameterGate {
   at::Tensor master_;       // mixed precision: fp32 master weights of what this rank owns
   std::vector<at::Tensor> optimizer_values_;
   at::Tensor optimizer_grads_;
-  std::vector<std::shared_ptr<void>> accumulators_;  // keeps each gradient accumulator (and its hooks) alive
+  std::vector<std::pair<at::Tensor, unsigned>> before_hooks_;  // ZeRO-2/3: (parameter, hook id)
+  std::vector<at::Tensor> hooked_;                             // parameters holding a GradientLanded hook
   int arrivals_per_round_ = 1;
   bool step_started_ = false;
 };

@@ -77,8 +77,8 @@ struct OptimConfig {
 };
 
 struct DataConfig {
-  std::string train = "data/brown/train.bin";
-  std::string val = "data/brown/val.bin";
+  std::string train = "data/pydocs/train.bin";
+  std::string val = "data/pydocs/val.bin";
 };
 
 // Checkpointing (DESIGN §7): where, how often, how many to keep, and what to resume from.

@@ -309,7 +309,7 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
         spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos;
     // The canonical tensor, drawn whole: padding rows are not drawn (padding depends on tp and must
     // never shift the stream), then this rank keeps its slice.
-    at::Generator gen = at::detail::createCPUGenerator(parameter_seed(seed, spec.name));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, spec.name));
     const at::Tensor canonical =
         at::normal(0.0, output_projection ? scaled_std : config.init_std, spec.canonical_shape, gen);
     local.copy_(LlamaModel::shard_of(config, tp_size, tp_rank, spec.name, canonical));

@@ -1,38 +1,52 @@
 #!/usr/bin/env bash
-# Installs every Debian package Atoll needs to build, test and run its examples.
-# Idempotent: packages already present are skipped, so a second run is a quick no-op.
+# Installs everything Atoll needs to build, test and run its examples:
+#   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, GoogleTest;
+#   - .venv/ (git-ignored) with the PyTorch wheel pinned in scripts/requirements.txt, whose LibTorch
+#     the build links (cmake/AtollTorch.cmake finds it there).
+# Idempotent: what is present is kept, so a second run is a quick no-op.
+# ATOLL_PYTHON picks the interpreter the venv is made from (default: python3 on PATH).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libtorch-dev libopenblas0-openmp python3-torch
   openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libgtest-dev libgmock-dev
-  nodejs npm
 )
+python=${ATOLL_PYTHON:-python3}
 
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
 done
-# npm may come from a non-Debian install (e.g. a preinstalled Node.js); accept it.
-if command -v npm >/dev/null 2>&1; then
-  filtered=()
-  for pkg in "${missing[@]}"; do [[ "$pkg" == nodejs || "$pkg" == npm ]] || filtered+=("$pkg"); done
-  missing=("${filtered[@]+"${filtered[@]}"}")
+# Debian's own python3 makes venvs only with python3-venv; another python3 (pyenv) brings its own.
+if command -v "$python" >/dev/null && ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
+if ! command -v "$python" >/dev/null; then missing+=(python3 python3-venv); python=/usr/bin/python3; fi
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: Debian packages present"
 fi
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all packages present"
+# The pinned torch, e.g. "2.14.1" from the line "torch==2.14.1".
+pin=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' scripts/requirements.txt)
+have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [[ "$have" == "$pin" ]]; then
+  echo "install-deps: .venv has torch $have"
   exit 0
 fi
-
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ -n "$have" ]]; then echo "install-deps: .venv has torch $have, the pin is $pin: reinstalling"; fi
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+echo "install-deps: pip-installing scripts/requirements.txt into .venv (torch $pin)"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+echo "install-deps: .venv has torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

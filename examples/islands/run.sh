@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash scripts/install-deps.sh
-bash scripts/build.sh
-bash examples/brown/prepare.sh data/brown build/bin/atoll
+bash scripts/build.sh atoll
+bash examples/pydocs/prepare.sh data/pydocs build/bin/atoll
 export OMP_NUM_THREADS=1
 out=runs/islands
 mkdir -p "$out"
@@ -31,4 +31,4 @@ method streaming --set outer.algorithm=streaming_diloco --set outer.inner_steps=
   --set outer.delay=2 --set outer.mix=0.5
 method noloco --set outer.algorithm=noloco
 
-python3 examples/islands/report.py "$out" sync diloco diloco_int8 streaming noloco
+.venv/bin/python examples/islands/report.py "$out" sync diloco diloco_int8 streaming noloco

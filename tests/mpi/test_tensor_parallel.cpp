@@ -18,7 +18,7 @@ std::unique_ptr<MpiCommunicator> tp_group() {
 
 // Same values on every rank: a generator seeded identically everywhere.
 at::Tensor shared_randn(std::vector<int64_t> shape, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   return at::normal(0.0, 1.0, shape, gen);
 }
 

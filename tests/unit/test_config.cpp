@@ -19,7 +19,7 @@ model:    { vocab: 256, dim: 256, layers: 4, heads: 8, kv_heads: 8, ffn: 688, se
 parallel: { islands: 1, pp: 1, dp: 2, tp: 1, zero: 0, microbatches: 1, schedule: 1f1b, virtual_stages: 1, bucket_mb: 25 }
 train:    { steps: 200, global_batch: 16, log_every: 10, eval_every: 50, eval_sequences: 32 }
 optim:    { lr: 3.0e-4, min_lr: 3.0e-5, warmup: 20, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1, grad_clip: 1.0, schedule: cosine }
-data:     { train: data/brown/train.bin, val: data/brown/val.bin }
+data:     { train: data/pydocs/train.bin, val: data/pydocs/val.bin }
 )";
 
 // The problem lines parse_config reports (empty when it parses).
@@ -66,7 +66,7 @@ TEST(ConfigParse, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(c.optim.lr, 3e-4);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.95);
   EXPECT_EQ(c.optim.schedule, "cosine");
-  EXPECT_EQ(c.data.val, "data/brown/val.bin");
+  EXPECT_EQ(c.data.val, "data/pydocs/val.bin");
   // Empty text, comments only and empty sections all give the defaults (and the defaults are valid).
   for (const char* text : {"", "# nothing here\n", "model:\noptim:\n"})
     EXPECT_EQ(config_to_yaml(parse_config(text)), config_to_yaml(c)) << text;
@@ -86,7 +86,7 @@ TEST(ConfigParse, ContractYamlGivesItsValues) {
   EXPECT_DOUBLE_EQ(c.optim.beta1, 0.9);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.95);
   EXPECT_DOUBLE_EQ(c.optim.eps, 1e-8);
-  EXPECT_EQ(c.data.train, "data/brown/train.bin");
+  EXPECT_EQ(c.data.train, "data/pydocs/train.bin");
   // Block style reads the same as flow style.
   const Config block =
       parse_config("model:\n  dim: 128\n  tie_embeddings: true\noptim:\n  betas:\n    - 0.8\n    - 0.9\n");
