@@ -3,7 +3,7 @@
 // 2.x), measured in the same run, interleaved, on one thread (the training runs' setting).
 //   build/bin/bench_attention [REPS=20]
 // Shapes: the reference model's per-rank microbatch (8 sequences, 8 heads of 32, seq 256) and the
-// same at seq 1024, in fp32 and bf16. Prints the median milliseconds of each and the ratio
+// same at seq 512 and 1024, in fp32 and bf16. Prints the median milliseconds of each and the ratio
 // hand-written / SDPA (> 1: SDPA is faster), and checks both agree (max abs difference).
 #include <torch/torch.h>
 
@@ -52,7 +52,7 @@ void run(const Shape& s, at::ScalarType dtype, int reps) {
   const at::Tensor d_out = at::randn({s.batch, s.heads, s.seq, s.head_dim}, options);
   const at::Tensor mask = causal_mask(s.seq, dtype);
   auto handwritten = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    return atl::runtime::causal_attention(q, k, v, mask);
+    return atl::runtime::handwritten_causal_attention(q, k, v, mask);
   };
   auto sdpa = [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
@@ -75,8 +75,9 @@ void run(const Shape& s, at::ScalarType dtype, int reps) {
     }
   }
   const double hand = median(t_hand) * 1e3, fused = median(t_sdpa) * 1e3;
-  std::printf("%-5s seq %5ld  hand-written %8.2f ms   sdpa %8.2f ms   hand/sdpa %.2fx\n",
-              dtype == at::kFloat ? "fp32" : "bf16", static_cast<long>(s.seq), hand, fused, hand / fused);
+  std::printf("%-5s seq %5ld  hand-written %8.2f ms   sdpa %8.2f ms   hand/sdpa %.2fx   atoll uses %s\n",
+              dtype == at::kFloat ? "fp32" : "bf16", static_cast<long>(s.seq), hand, fused, hand / fused,
+              atl::runtime::fused_attention_is_faster(dtype, s.seq) ? "sdpa" : "hand-written");
 }
 
 }  // namespace
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   at::set_num_interop_threads(1);
   std::printf(
       "causal attention forward + backward, batch 8 x 8 heads x head_dim 32, 1 thread, median of %d\n", reps);
-  for (const int64_t seq : {256, 1024})
+  for (const int64_t seq : {256, 512, 1024})
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) run({8, 8, seq, 32}, dtype, reps);
   return 0;
 }

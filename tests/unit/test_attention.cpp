@@ -1,5 +1,6 @@
-// The hand-written causal attention against the composite LibTorch formulation: outputs and the
-// gradients of q, k and v agree (to rounding in fp64, 1e-5 relative in fp32).
+// The hand-written causal attention, and the kernel causal_attention picks, against the composite
+// LibTorch formulation: outputs and the gradients of q, k and v agree (to rounding in fp64, 1e-5
+// relative in fp32).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -16,7 +17,9 @@ at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const a
   return at::matmul(at::softmax(scores, -1), v);
 }
 
-void compare(at::ScalarType dtype, double tolerance) {
+using Attention = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&);
+
+void compare(Attention attention, at::ScalarType dtype, double tolerance) {
   torch::manual_seed(3);
   const int64_t seq = 17;
   const at::Tensor mask =
@@ -29,7 +32,7 @@ void compare(at::ScalarType dtype, double tolerance) {
     ref_in.push_back(x.clone().requires_grad_(true));
   }
   const at::Tensor upstream = at::randn({2, 3, seq, 8}, at::TensorOptions().dtype(dtype));
-  const at::Tensor ours = atl::runtime::causal_attention(ours_in[0], ours_in[1], ours_in[2], mask);
+  const at::Tensor ours = attention(ours_in[0], ours_in[1], ours_in[2], mask);
   const at::Tensor ref = reference_attention(ref_in[0], ref_in[1], ref_in[2], mask);
   (ours * upstream).sum().backward();
   (ref * upstream).sum().backward();
@@ -45,9 +48,19 @@ void compare(at::ScalarType dtype, double tolerance) {
 
 }  // namespace
 
-TEST(CausalAttention, MatchesCompositeFormulationInDouble) {
-  compare(at::kDouble, 1e-12);
+TEST(CausalAttention, HandWrittenMatchesCompositeFormulationInDouble) {
+  compare(atl::runtime::handwritten_causal_attention, at::kDouble, 1e-12);
 }
-TEST(CausalAttention, MatchesCompositeFormulationInFloat) {
-  compare(at::kFloat, 1e-5);
+TEST(CausalAttention, HandWrittenMatchesCompositeFormulationInFloat) {
+  compare(atl::runtime::handwritten_causal_attention, at::kFloat, 1e-5);
+}
+TEST(CausalAttention, ChosenKernelMatchesCompositeFormulationInFloat) {
+  ASSERT_TRUE(atl::runtime::fused_attention_is_faster(at::kFloat, 17));  // the fused kernel, here
+  compare(atl::runtime::causal_attention, at::kFloat, 1e-5);
+}
+TEST(CausalAttention, FusedOnlyWhereMeasuredFaster) {
+  EXPECT_TRUE(atl::runtime::fused_attention_is_faster(at::kFloat, 256));
+  EXPECT_FALSE(atl::runtime::fused_attention_is_faster(at::kBFloat16, 256));
+  EXPECT_FALSE(atl::runtime::fused_attention_is_faster(at::kBFloat16, 512));
+  EXPECT_TRUE(atl::runtime::fused_attention_is_faster(at::kBFloat16, 1024));
 }
