@@ -34,7 +34,7 @@ for p in 2 4; do
     --set parallel.virtual_stages=2
 done
 
-"${ATOLL_PYTHON_BIN:-.venv/bin/python}" - "$warmup" "$(nproc)" "${runs[@]}" <<'PY'
+"${ATOLL_PYTHON_BIN:-.venv/bin/python}" - "$warmup" "$(nproc --all)" "${runs[@]}" <<'PY'
 import json, statistics, sys
 warmup, cores = int(sys.argv[1]), int(sys.argv[2])
 runs = dict(arg.split("=", 1) for arg in sys.argv[3:])

@@ -31,7 +31,7 @@ for precision in fp32 bf16; do
   done
 done
 
-"${ATOLL_PYTHON_BIN:-.venv/bin/python}" - "$warmup" "$(nproc)" "${runs[@]}" <<'PY'
+"${ATOLL_PYTHON_BIN:-.venv/bin/python}" - "$warmup" "$(nproc --all)" "${runs[@]}" <<'PY'
 import json, statistics, sys
 warmup, cores = int(sys.argv[1]), int(sys.argv[2])
 runs = dict(arg.split("=", 1) for arg in sys.argv[3:])

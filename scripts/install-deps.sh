@@ -48,5 +48,8 @@ fi
 if [[ -n "$have" ]]; then echo "install-deps: .venv has torch $have, the pin is $pin: reinstalling"; fi
 [[ -x .venv/bin/python ]] || "$python" -m venv .venv
 echo "install-deps: pip-installing scripts/requirements.txt into .venv (torch $pin)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
+# This machine's pip configuration names local wheel folders that may not all exist; pip warns for
+# each one it skips. Those warnings are dropped, everything else pip prints is kept.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt 2>&1 |
+  { grep -v "^WARNING: Location '.*' is ignored" || true; }
 echo "install-deps: .venv has torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"
