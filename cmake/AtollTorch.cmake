@@ -5,6 +5,12 @@
 #
 # Sets ATOLL_TORCH_VERSION and ATOLL_TORCH_CUDA (the wheel's CUDA version, empty for a CPU build).
 
+# One unwrapped line (CMake word-wraps FATAL_ERROR text), then the stop.
+macro(atoll_configure_error text)
+  message(NOTICE "Atoll: ${text}")
+  message(FATAL_ERROR "configure stopped: see the 'Atoll:' line above")
+endmacro()
+
 set(ATOLL_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
     "Python interpreter whose torch package supplies LibTorch")
 # Oldest and newest LibTorch Atoll builds against (the pin in scripts/requirements.txt is inside).
@@ -13,7 +19,7 @@ set(_atoll_torch_below 2.15)
 set(_fix "run: bash scripts/install-deps.sh (or pass -DATOLL_TORCH_PYTHON=/path/to/python with torch ${_atoll_torch_min}-2.14)")
 
 if(NOT EXISTS "${ATOLL_TORCH_PYTHON}")
-  message(FATAL_ERROR "Atoll: no Python with torch at ${ATOLL_TORCH_PYTHON}; ${_fix}")
+  atoll_configure_error("no Python with torch at ${ATOLL_TORCH_PYTHON}; ${_fix}")
 endif()
 execute_process(
   COMMAND "${ATOLL_TORCH_PYTHON}" -W ignore -c
@@ -22,7 +28,7 @@ execute_process(
   OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT _probe_status EQUAL 0)
   string(REGEX MATCH "[A-Za-z]*Error[^\n]*" _why "${_probe_error}")
-  message(FATAL_ERROR "Atoll: ${ATOLL_TORCH_PYTHON} cannot import torch (${_why}); ${_fix}")
+  atoll_configure_error("${ATOLL_TORCH_PYTHON} cannot import torch (${_why}); ${_fix}")
 endif()
 string(REPLACE "\n" ";" _probe "${_probe}")
 list(GET _probe 0 ATOLL_TORCH_VERSION)
@@ -35,11 +41,11 @@ if(_probe_fields GREATER 3)
 endif()
 
 if(ATOLL_TORCH_VERSION VERSION_LESS _atoll_torch_min OR NOT ATOLL_TORCH_VERSION VERSION_LESS _atoll_torch_below)
-  message(FATAL_ERROR "Atoll: ${ATOLL_TORCH_PYTHON} has torch ${ATOLL_TORCH_VERSION}, outside the supported ${_atoll_torch_min}-2.14; ${_fix}")
+  atoll_configure_error("${ATOLL_TORCH_PYTHON} has torch ${ATOLL_TORCH_VERSION}, outside the supported ${_atoll_torch_min}-2.14; ${_fix}")
 endif()
 # Debian's MPI, protobuf and yaml-cpp use the C++11 string ABI; a pre-C++11-ABI wheel would only fail at link time.
 if(NOT _torch_cxx11_abi STREQUAL "1")
-  message(FATAL_ERROR "Atoll: torch ${ATOLL_TORCH_VERSION} at ${_torch_prefix} is built with the pre-C++11 ABI (_GLIBCXX_USE_CXX11_ABI=0) but Debian's libraries use the C++11 ABI; install a wheel built with the C++11 ABI (every x86_64 wheel since 2.7): bash scripts/install-deps.sh")
+  atoll_configure_error("torch ${ATOLL_TORCH_VERSION} at ${_torch_prefix} is built with the pre-C++11 ABI (_GLIBCXX_USE_CXX11_ABI=0) but Debian's libraries use the C++11 ABI; install a wheel built with the C++11 ABI (every x86_64 wheel since 2.7): bash scripts/install-deps.sh")
 endif()
 
 if(ATOLL_TORCH_CUDA)
@@ -47,7 +53,7 @@ if(ATOLL_TORCH_CUDA)
   # which the wheel ships under site-packages/nvidia/ rather than beside the toolkit.
   find_program(ATOLL_NVCC nvcc HINTS $ENV{CUDA_HOME}/bin /usr/local/cuda/bin)
   if(NOT ATOLL_NVCC)
-    message(FATAL_ERROR "Atoll: torch ${ATOLL_TORCH_VERSION} is a CUDA ${ATOLL_TORCH_CUDA} build and needs nvcc to configure, and none was found; install the CUDA toolkit or set CUDA_HOME")
+    atoll_configure_error("torch ${ATOLL_TORCH_VERSION} is a CUDA ${ATOLL_TORCH_CUDA} build and needs nvcc to configure, and none was found; install the CUDA toolkit or set CUDA_HOME")
   endif()
   get_filename_component(_nvcc_real "${ATOLL_NVCC}" REALPATH)
   get_filename_component(_cuda_root "${_nvcc_real}" DIRECTORY)
@@ -70,4 +76,9 @@ if(ATOLL_TORCH_CUDA)
 endif()
 
 find_package(Torch REQUIRED PATHS "${_torch_prefix}" NO_DEFAULT_PATH)
-message(STATUS "Atoll: LibTorch ${ATOLL_TORCH_VERSION} (CUDA ${ATOLL_TORCH_CUDA}) from ${_torch_prefix}")
+if(ATOLL_TORCH_CUDA)
+  set(_build "CUDA ${ATOLL_TORCH_CUDA}")
+else()
+  set(_build "CPU build")
+endif()
+message(STATUS "Atoll: LibTorch ${ATOLL_TORCH_VERSION} (${_build}) from ${_torch_prefix}")

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # shellcheck disable=SC2086  # ATOLL_CMAKE_ARGS is a list of options
 mkdir -p build
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${ATOLL_CMAKE_ARGS:-} >build/configure.log 2>&1 || {
-  # The configure log is long; its errors (one line each from cmake/AtollTorch.cmake) are what matter.
-  grep -E "Error|error:|Atoll:" build/configure.log >&2 || cat build/configure.log >&2
+  # The configure log is long: show Atoll's own one-line reason when there is one, else the log.
+  grep -E "^Atoll: " build/configure.log >&2 || cat build/configure.log >&2
   exit 1
 }
 grep -E "^-- Atoll:" build/configure.log || true

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Configure-time checks of cmake/AtollTorch.cmake: a real `cmake` configure of this source tree
+# with ATOLL_TORCH_PYTHON pointing at each thing that can be wrong -- no interpreter, one without
+# torch, a torch too old or too new, a pre-C++11-ABI wheel -- stops with exactly one "Atoll:" line
+# naming what was found and the command that fixes it. The stand-in interpreters are shell scripts
+# that answer the module's one question (version, cmake prefix, ABI, CUDA) as such a torch would.
+# Then the real venv configures and prints the LibTorch it uses.
+# Usage: configure_errors.sh SOURCE_DIR REAL_PYTHON
+set -uo pipefail
+source_dir=$1
+real_python=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+check() {  # check ok|fail DESCRIPTION
+  if [[ $1 == ok ]]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi
+}
+
+# fake_python NAME VERSION ABI: an interpreter whose torch reports VERSION and ABI (CPU build).
+fake_python() {
+  cat >"$work/$1" <<EOF
+#!/bin/sh
+printf '%s\n%s\n%s\n\n' "$2" "$work/no-such-prefix" "$3"
+EOF
+  chmod +x "$work/$1"
+}
+fake_python torch_1_13 1.13.1 1
+fake_python torch_2_15 2.15.0 1
+fake_python torch_old_abi 2.14.1 0
+cat >"$work/no_torch" <<'EOF'
+#!/bin/sh
+echo "ModuleNotFoundError: No module named 'torch'" >&2
+exit 1
+EOF
+chmod +x "$work/no_torch"
+
+# expect_configure_error NAME PYTHON REGEX: configure fails, REGEX on exactly one "Atoll:" line.
+expect_configure_error() {
+  local name=$1 python=$2 regex=$3
+  timeout 120 cmake -S "$source_dir" -B "$work/build-$name" -G Ninja -DATOLL_BUILD_TESTS=OFF \
+    -DATOLL_BUILD_BENCH=OFF -DATOLL_TORCH_PYTHON="$python" >"$work/$name.log" 2>&1
+  local status=$? lines count
+  lines=$(grep -c "Atoll: " "$work/$name.log")
+  count=$(grep -cE "$regex" "$work/$name.log")
+  if [[ $status -ne 0 && $lines -eq 1 && $count -eq 1 ]]; then
+    check ok "$name: configure fails with one line: $(grep -oE "Atoll: .*" "$work/$name.log" | cut -c1-140)"
+  else
+    check fail "$name: exit $status, $lines 'Atoll:' lines, $count matching '$regex'"
+    sed 's/^/    /' "$work/$name.log" | tail -8
+  fi
+}
+
+expect_configure_error no_venv "$work/missing/bin/python" \
+  "Atoll: no Python with torch at .*/missing/bin/python; run: bash scripts/install-deps.sh"
+expect_configure_error no_torch "$work/no_torch" \
+  "Atoll: .*no_torch cannot import torch \(ModuleNotFoundError: No module named 'torch'\); run: bash scripts/install-deps.sh"
+expect_configure_error torch_too_old "$work/torch_1_13" \
+  "Atoll: .* has torch 1.13.1, outside the supported 2.11-2.14; run: bash scripts/install-deps.sh"
+expect_configure_error torch_too_new "$work/torch_2_15" \
+  "Atoll: .* has torch 2.15.0, outside the supported 2.11-2.14; run: bash scripts/install-deps.sh"
+expect_configure_error pre_cxx11_abi "$work/torch_old_abi" \
+  "Atoll: torch 2.14.1 at .* is built with the pre-C\+\+11 ABI .*bash scripts/install-deps.sh"
+
+# The real venv: configure succeeds and names the LibTorch it found.
+timeout 300 cmake -S "$source_dir" -B "$work/build-good" -G Ninja -DATOLL_BUILD_TESTS=OFF -DATOLL_BUILD_BENCH=OFF \
+  -DATOLL_TORCH_PYTHON="$real_python" >"$work/good.log" 2>&1
+status=$?
+if [[ $status -eq 0 ]] && grep -qE "Atoll: LibTorch 2\.1[1-4]\.[0-9]+ \((CUDA [0-9.]+|CPU build)\) from " "$work/good.log"; then
+  check ok "real venv: $(grep -oE "Atoll: LibTorch .*" "$work/good.log")"
+else
+  check fail "real venv: exit $status"
+  sed 's/^/    /' "$work/good.log" | tail -8
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
