@@ -1,7 +1,5 @@
 #include "runtime/progress_display.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,9 +8,10 @@
 namespace atl::runtime {
 
 bool progress_bar_wanted() {
+  // Not isatty(stdout): under `mpirun ... | tee log` Open MPI still gives every rank a
+  // pseudo-terminal, so a rank cannot tell a person's terminal from a pipe into a file.
   const char* mode = std::getenv("ATOLL_PROGRESS");
-  if (mode && std::strcmp(mode, "plain") == 0) return false;
-  return (mode && std::strcmp(mode, "bar") == 0) || isatty(STDOUT_FILENO);
+  return mode && std::strcmp(mode, "bar") == 0;
 }
 
 std::string format_duration(double seconds) {

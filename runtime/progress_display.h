@@ -1,6 +1,6 @@
 // Rank 0's console: permanent lines (progress every log_every steps, checkpoints, validation) and,
-// on an interactive terminal, a progress bar with the ETA redrawn after every step. Piped output
-// (a log file, CI, mpirun without a terminal) gets plain lines only.
+// when asked for, a progress bar with the ETA redrawn after every step. Anything else (a log file,
+// CI, `mpirun ... | tee`) gets plain lines only: never a carriage return or an escape code.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 
 namespace atl::runtime {
 
-// A bar when stdout is a terminal or ATOLL_PROGRESS=bar (what `atoll launch` sets when its own
-// output is a terminal, since a rank's output is a pipe); ATOLL_PROGRESS=plain turns it off.
+// A bar only when ATOLL_PROGRESS=bar: what `atoll launch` sets when its own output is a terminal
+// (a rank's own stdout is a pipe or Open MPI's pseudo-terminal, which tells nothing).
 bool progress_bar_wanted();
 
 class ProgressDisplay {

@@ -9,6 +9,7 @@
 #              dumps its flight records, and rank 0 names the laggard
 #   nonfinite  NaN gradients at step 3: skip drops exactly that update; stop commits step 2 and exits 3
 #   report     TensorBoard files parse back (CRCs) and equal metrics.jsonl; atoll report sums it up
+#   plain-log  plain `mpirun ... atoll train | file` holds no carriage return or escape code
 # Usage: operations.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -161,6 +162,19 @@ if [[ $? -eq 0 && -s $work/hostfile/logs/rank-0.log && -s $work/hostfile/logs/ra
   check ok "launch --hostfile: runs, per-rank logs and exit records in <run dir>/logs"
 else
   check fail "launch --hostfile" "$work/hostfile.log"
+fi
+
+# plain-log: plain `mpirun ... atoll train | tee` writes no terminal control codes into the file,
+# although Open MPI gives each rank a pseudo-terminal for its stdout; `atoll launch` on a terminal
+# asks for the bar with ATOLL_PROGRESS=bar, and a rank draws one only then.
+timeout 120 mpirun --oversubscribe -np 2 "$atoll" train "$work/ops.yaml" --set run.dir="$work/plain" \
+  --set train.steps=12 --set train.log_every=4 --set checkpoint.every=0 2>&1 | cat >"$work/plain.log"
+status=${PIPESTATUS[0]}
+controls=$(LC_ALL=C grep -c $'[\r\033]' "$work/plain.log")
+if [[ $status -eq 0 && $controls -eq 0 ]] && grep -q "step    12/12" "$work/plain.log"; then
+  check ok "plain-log: mpirun | file holds progress lines and no carriage return or escape code"
+else
+  check fail "plain-log (exit $status, $controls lines with control codes)" "$work/plain.log"
 fi
 
 echo "$passed passed, $failed failed"
