@@ -129,7 +129,7 @@ TEST(Communicator, SendRecvRingAndBatchedExchange) {
   }
 }
 
-TEST(Communicator, TwoOperationsInFlightOverlap) {
+TEST(Communicator, TwoOperationsInFlightCompleteAroundComputation) {
   auto comm = world();
   at::Tensor a = at::ones({1 << 20}), b = at::full({4099}, 2.0);
   auto wa = comm->all_reduce(a, ReduceOp::kSum);
