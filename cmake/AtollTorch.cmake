@@ -15,8 +15,8 @@ set(ATOLL_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
     "Python interpreter whose torch package supplies LibTorch")
 # Oldest and newest LibTorch Atoll builds against (the pin in scripts/requirements.txt is inside).
 set(_atoll_torch_min 2.11)
-set(_atoll_torch_below 2.15)
-set(_fix "run: bash scripts/install-deps.sh (or pass -DATOLL_TORCH_PYTHON=/path/to/python with torch ${_atoll_torch_min}-2.14)")
+set(_atoll_torch_max 2.14)
+set(_fix "run: bash scripts/install-deps.sh (or pass -DATOLL_TORCH_PYTHON=/path/to/python with torch ${_atoll_torch_min}-${_atoll_torch_max})")
 
 if(NOT EXISTS "${ATOLL_TORCH_PYTHON}")
   atoll_configure_error("no Python with torch at ${ATOLL_TORCH_PYTHON}; ${_fix}")
@@ -40,8 +40,9 @@ if(_probe_fields GREATER 3)
   list(GET _probe 3 ATOLL_TORCH_CUDA)
 endif()
 
-if(ATOLL_TORCH_VERSION VERSION_LESS _atoll_torch_min OR NOT ATOLL_TORCH_VERSION VERSION_LESS _atoll_torch_below)
-  atoll_configure_error("${ATOLL_TORCH_PYTHON} has torch ${ATOLL_TORCH_VERSION}, outside the supported ${_atoll_torch_min}-2.14; ${_fix}")
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${ATOLL_TORCH_VERSION}")  # 2.14.1 -> 2.14
+if(_torch_minor VERSION_LESS _atoll_torch_min OR _torch_minor VERSION_GREATER _atoll_torch_max)
+  atoll_configure_error("${ATOLL_TORCH_PYTHON} has torch ${ATOLL_TORCH_VERSION}, outside the supported ${_atoll_torch_min}-${_atoll_torch_max}; ${_fix}")
 endif()
 # Debian's MPI, protobuf and yaml-cpp use the C++11 string ABI; a pre-C++11-ABI wheel would only fail at link time.
 if(NOT _torch_cxx11_abi STREQUAL "1")

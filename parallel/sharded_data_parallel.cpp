@@ -128,18 +128,20 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
     // ZeRO-2/3: before a gradient lands, its bucket's storage must exist and be free of a
     // reduction in flight. A tensor hook on a leaf runs right before its accumulation.
     const size_t bucket = e.bucket;
+    std::optional<unsigned> before;
     if (stage_ >= 2)
-      before_hooks_.emplace_back(
-          e.value, e.value.register_hook([this, bucket](const at::Tensor&) { before_accumulate(bucket); }));
+      before = e.value.register_hook([this, bucket](const at::Tensor&) { before_accumulate(bucket); });
     torch::autograd::impl::set_post_acc_grad_hooks(e.value, std::make_unique<GradientLanded>(*this, bucket));
-    hooked_.push_back(e.value);
+    hooked_.push_back({e.value, before});
   }
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
   // The hooks live on the parameters, which may outlive this engine: take them off first.
-  for (auto& [param, id] : before_hooks_) param.remove_hook(id);
-  for (const at::Tensor& param : hooked_) torch::autograd::impl::set_post_acc_grad_hooks(param, nullptr);
+  for (HookedParameter& h : hooked_) {
+    if (h.before_hook) h.param.remove_hook(*h.before_hook);
+    torch::autograd::impl::set_post_acc_grad_hooks(h.param, nullptr);
+  }
   // Hooks and requests point at this object and its buffers: drain everything in flight.
   for (BucketState& s : buckets_) {
     if (s.reduction) s.reduction->wait();

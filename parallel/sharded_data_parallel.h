@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -143,8 +144,11 @@ class ShardedDataParallel final : public ParameterGate {
   at::Tensor master_;       // mixed precision: fp32 master weights of what this rank owns
   std::vector<at::Tensor> optimizer_values_;
   at::Tensor optimizer_grads_;
-  std::vector<std::pair<at::Tensor, unsigned>> before_hooks_;  // ZeRO-2/3: (parameter, hook id)
-  std::vector<at::Tensor> hooked_;                             // parameters holding a GradientLanded hook
+  struct HookedParameter {
+    at::Tensor param;                     // holds a GradientLanded hook
+    std::optional<unsigned> before_hook;  // ZeRO-2/3: the id of its before_accumulate tensor hook
+  };
+  std::vector<HookedParameter> hooked_;
   int arrivals_per_round_ = 1;
   bool step_started_ = false;
 };

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 namespace atl::runtime {
 namespace {
@@ -50,6 +51,11 @@ class CausalAttention : public torch::autograd::Function<CausalAttention> {
 };
 
 }  // namespace
+
+at::Tensor causal_mask(int64_t seq, at::ScalarType dtype) {
+  return at::full({seq, seq}, -std::numeric_limits<float>::infinity(), at::TensorOptions().dtype(dtype))
+      .triu(1);
+}
 
 bool fused_attention_is_faster(at::ScalarType dtype, int64_t seq) {
   return dtype != at::kBFloat16 || seq > 512;

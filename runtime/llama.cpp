@@ -168,7 +168,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
   // both halves of the head dimension.
   at::NoGradGuard no_grad;
-  const auto f32 = at::TensorOptions().dtype(at::kFloat);
   at::Tensor inv_freq = at::pow(
       config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
   at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
@@ -177,8 +176,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   const at::ScalarType dtype = params.entries().front().value.scalar_type();
   rope_cos_ = angles.cos().to(dtype);
   rope_sin_ = angles.sin().to(dtype);
-  causal_mask_ =
-      at::full({config.seq, config.seq}, -std::numeric_limits<float>::infinity(), f32).triu(1).to(dtype);
+  causal_mask_ = causal_mask(config.seq, dtype);
 }
 
 at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {
