@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "runtime/attention.h"
+#include "runtime/model/attention.h"
 
 namespace {
 

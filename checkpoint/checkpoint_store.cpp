@@ -116,12 +116,13 @@ std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& e
   return message;
 }
 
-CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every)
+CheckpointStore::CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every,
+                                 std::optional<FaultPoint> fault)
     : dir_(std::move(dir)),
       comm_(comm),
       keep_(std::max(1, keep)),
       keep_every_(std::max(0, keep_every)),
-      fault_(fault_from_environment()) {}
+      fault_(std::move(fault)) {}
 
 void CheckpointStore::remove_partials() const {
   if (comm_.rank() == 0 && fs::is_directory(dir_)) {

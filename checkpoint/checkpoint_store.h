@@ -54,7 +54,9 @@ class CheckpointStore {
   // `comm`: a communicator of the checkpointing ranks for this store alone. `keep`: committed
   // checkpoints kept (>= 1; the newest is never deleted); `keep_every` (> 0): also keep those whose
   // step is a multiple of it.
-  CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every = 0);
+  // `fault`: the checkpoint tests' fault point (fault_injection.h), none in real runs.
+  CheckpointStore(std::string dir, const comm::MpiCommunicator& comm, int keep, int keep_every = 0,
+                  std::optional<FaultPoint> fault = std::nullopt);
 
   const std::string& dir() const { return dir_; }
   // Rank 0 removes `*.partial` leftovers of interrupted saves. Collective.
@@ -66,7 +68,7 @@ class CheckpointStore {
                    const std::string& local_error = "") const;
   // Committed checkpoints (directories step-N with a manifest), newest first.
   std::vector<std::string> committed() const;
-  // Test hook (fault_injection.h): exits here if ATOLL_CHECKPOINT_FAULT names this phase and step.
+  // Test hook (fault_injection.h): exits here if the fault point names this phase and step.
   void die_if_fault(const char* phase, int64_t step) const {
     checkpoint::die_if_fault(fault_, phase, step, comm_.rank());
   }

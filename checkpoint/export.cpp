@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/safetensors.h"
 
@@ -32,17 +34,25 @@ std::string hugging_face_config(const std::map<std::string, std::string>& m) {
     if (it == m.end()) throw CheckpointError("checkpoint: the manifest's model lacks " + key);
     return it->second;
   };
-  return "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
-         "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"float32\",\n"
-         "  \"vocab_size\": " +
-         field("vocab") + ",\n  \"hidden_size\": " + field("dim") +
-         ",\n  \"intermediate_size\": " + field("ffn") + ",\n  \"num_hidden_layers\": " + field("layers") +
-         ",\n  \"num_attention_heads\": " + field("heads") +
-         ",\n  \"num_key_value_heads\": " + field("kv_heads") +
-         ",\n  \"max_position_embeddings\": " + field("seq") + ",\n  \"rms_norm_eps\": " + field("norm_eps") +
-         ",\n  \"rope_theta\": " + field("rope_theta") +
-         ",\n  \"tie_word_embeddings\": " + field("tie_embeddings") +
-         ",\n  \"attention_bias\": false,\n  \"mlp_bias\": false\n}\n";
+  const auto integer = [&field](const std::string& key) { return std::stoll(field(key)); };
+  const auto real = [&field](const std::string& key) { return std::stod(field(key)); };
+  const nlohmann::ordered_json config = {{"architectures", {"LlamaForCausalLM"}},
+                                         {"model_type", "llama"},
+                                         {"hidden_act", "silu"},
+                                         {"torch_dtype", "float32"},
+                                         {"vocab_size", integer("vocab")},
+                                         {"hidden_size", integer("dim")},
+                                         {"intermediate_size", integer("ffn")},
+                                         {"num_hidden_layers", integer("layers")},
+                                         {"num_attention_heads", integer("heads")},
+                                         {"num_key_value_heads", integer("kv_heads")},
+                                         {"max_position_embeddings", integer("seq")},
+                                         {"rms_norm_eps", real("norm_eps")},
+                                         {"rope_theta", real("rope_theta")},
+                                         {"tie_word_embeddings", field("tie_embeddings") == "true"},
+                                         {"attention_bias", false},
+                                         {"mlp_bias", false}};
+  return config.dump(2) + "\n";
 }
 
 }  // namespace

@@ -7,12 +7,11 @@
 
 namespace atl::checkpoint {
 
-std::optional<FaultPoint> fault_from_environment() {
-  const char* value = std::getenv("ATOLL_CHECKPOINT_FAULT");
-  if (!value || !*value) return std::nullopt;
-  std::cmatch m;
+std::optional<FaultPoint> parse_fault_point(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  std::smatch m;
   if (!std::regex_match(value, m, std::regex("(copy|write|manifest|latest):([0-9]+)(?::([0-9]+))?")))
-    throw std::invalid_argument(std::string("ATOLL_CHECKPOINT_FAULT = '") + value +
+    throw std::invalid_argument("ATOLL_CHECKPOINT_FAULT = '" + value +
                                 "' is not PHASE:STEP[:RANK] with PHASE copy, write, manifest or latest");
   return FaultPoint{m[1].str(), std::stoll(m[2].str()), m[3].matched ? std::stoi(m[3].str()) : 0};
 }

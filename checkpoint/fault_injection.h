@@ -1,10 +1,11 @@
-// Fault injection for checkpoint tests: ATOLL_CHECKPOINT_FAULT=PHASE:STEP[:RANK] makes rank RANK
+// Fault injection for checkpoint tests: a fault point PHASE:STEP[:RANK] (ATOLL_CHECKPOINT_FAULT, read
+// by the launcher and handed to the store) makes rank RANK
 // (default 0) exit at once, as if killed, when the save of step STEP reaches PHASE:
 //   copy      taking the snapshot (async modes; sync: the start of the save)
 //   write     after its shard is written, before the ranks agree
 //   manifest  rank 0, before the manifest is written
 //   latest    rank 0, after step-N/ is committed, before LATEST names it
-// Read once when a checkpoint store is made; unset (the normal case) it costs nothing.
+// Unset (the normal case) it costs nothing.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,9 @@ struct FaultPoint {
   int rank = 0;
 };
 
-// The fault ATOLL_CHECKPOINT_FAULT asks for, if any; std::invalid_argument naming the variable when
-// it is malformed.
-std::optional<FaultPoint> fault_from_environment();
+// The fault `text` (ATOLL_CHECKPOINT_FAULT's value) asks for; none when empty; std::invalid_argument
+// naming the variable when it is malformed.
+std::optional<FaultPoint> parse_fault_point(const std::string& text);
 
 // Exits the process (status 86, after one line on stderr) if `fault` is this phase, step and rank.
 void die_if_fault(const std::optional<FaultPoint>& fault, const char* phase, int64_t step, int rank);

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/crc32c.h"
 
@@ -48,18 +50,16 @@ std::string safetensors_dtype(at::ScalarType dtype) {
 
 std::vector<WrittenTensor> write_safetensors(const std::string& path,
                                              const std::vector<NamedTensor>& tensors) {
-  std::string header = "{";
+  nlohmann::ordered_json entries = nlohmann::ordered_json::object();
   uint64_t data_bytes = 0;
   for (const NamedTensor& t : tensors) {
-    std::string shape;
-    for (int64_t d : t.tensor.sizes()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
     const uint64_t n = t.tensor.nbytes();
-    header += (header.size() > 1 ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"" +
-              safetensors_dtype(t.tensor.scalar_type()) + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
-              std::to_string(data_bytes) + "," + std::to_string(data_bytes + n) + "]}";
+    entries[t.name] = {{"dtype", safetensors_dtype(t.tensor.scalar_type())},
+                       {"shape", t.tensor.sizes().vec()},
+                       {"data_offsets", {data_bytes, data_bytes + n}}};
     data_bytes += n;
   }
-  header += "}";
+  std::string header = entries.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // the format allows padding; keeps data 8-aligned
   const uint64_t header_size = header.size();
 
@@ -107,26 +107,34 @@ std::vector<NamedTensor> read_safetensors(const std::string& path) {
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw std::runtime_error("safetensors: " + path + " is truncated in its header");
   const uint64_t data_start = 8 + header_size;
-  // Each entry: "NAME":{"dtype":"F32","shape":[..],"data_offsets":[begin,end]} (keys in any order).
-  const std::regex entry(R"re("([^"]+)"\s*:\s*\{([^{}]*)\})re");
-  const std::regex dtype_re(R"re("dtype"\s*:\s*"([A-Z0-9]+)")re"),
-      shape_re(R"re("shape"\s*:\s*\[([0-9,\s]*)\])re"),
-      offsets_re(R"re("data_offsets"\s*:\s*\[\s*([0-9]+)\s*,\s*([0-9]+)\s*\])re");
-  const std::regex number("[0-9]+");
+  nlohmann::json entries;
+  try {
+    entries = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error("safetensors: " + path + ": the header is not JSON (" + e.what() + ")");
+  }
+  if (!entries.is_object())
+    throw std::runtime_error("safetensors: " + path + ": the header is not a JSON object");
   std::vector<NamedTensor> tensors;
-  for (std::sregex_iterator it(header.begin(), header.end(), entry), end; it != end; ++it) {
-    const std::string name = (*it)[1].str(), body = (*it)[2].str();
+  // Each entry: "NAME": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}.
+  for (const auto& [name, entry] : entries.items()) {
     if (name == "__metadata__") continue;
-    std::smatch dtype, shape, offsets;
-    if (!std::regex_search(body, dtype, dtype_re) || !std::regex_search(body, shape, shape_re) ||
-        !std::regex_search(body, offsets, offsets_re))
-      throw std::runtime_error("safetensors: " + path + ": malformed entry for " + name);
+    std::string dtype;
     std::vector<int64_t> sizes;
-    const std::string dims = shape[1].str();
-    for (std::sregex_iterator d(dims.begin(), dims.end(), number), e; d != e; ++d)
-      sizes.push_back(std::stoll(d->str()));
-    const uint64_t begin = std::stoull(offsets[1].str()), finish = std::stoull(offsets[2].str());
-    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype_of(dtype[1].str(), path)));
+    uint64_t begin = 0, finish = 0;
+    try {
+      dtype = entry.at("dtype").get<std::string>();
+      sizes = entry.at("shape").get<std::vector<int64_t>>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[1] < offsets[0]) throw std::out_of_range("data_offsets");
+      begin = offsets[0];
+      finish = offsets[1];
+      if (std::any_of(sizes.begin(), sizes.end(), [](int64_t d) { return d < 0; }))
+        throw std::out_of_range("shape");
+    } catch (const std::exception&) {
+      throw std::runtime_error("safetensors: " + path + ": malformed entry for " + name);
+    }
+    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype_of(dtype, path)));
     if (finish - begin != t.nbytes())
       throw std::runtime_error("safetensors: " + path + ": " + name + " has " +
                                std::to_string(finish - begin) + " bytes for its shape");

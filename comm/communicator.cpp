@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <ATen/ATen.h>
+
 #include "comm/flight_recorder.h"
 
 #include <stdexcept>
@@ -39,6 +41,13 @@ uint64_t ByteCounters::total_bytes() const {
   uint64_t total = 0;
   for (const auto& b : bytes_) total += b.load(std::memory_order_relaxed);
   return total;
+}
+
+std::vector<double> all_gather_value(Communicator& group, double value) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor all = at::empty({group.size()}, f64);
+  group.all_gather(at::full({1}, value, f64), all)->wait();
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
 void check_contiguous(const at::Tensor& tensor, const char* op) {

@@ -148,6 +148,9 @@ class Communicator {
 
 // Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.
 void check_contiguous(const at::Tensor& tensor, const char* op);
+
+// One number from every member of `group`, in rank order (a few bytes).
+std::vector<double> all_gather_value(Communicator& group, double value);
 // Throws std::invalid_argument naming the operation unless `shard` (contiguous, like `full`) has
 // the dtype of `full` and the size of this rank's shard_range of it.
 void check_shard(const char* op, const at::Tensor& full, const at::Tensor& shard, int size, int rank);

@@ -1,6 +1,6 @@
 #include "comm/flight_recorder.h"
 
-#include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace atl::comm {
 
@@ -62,38 +62,24 @@ std::map<std::string, GroupProgress> FlightRecorder::progress() const {
 
 std::string FlightRecorder::to_json(int rank, const std::string& reason) const {
   const double now = now_s();
-  std::string out = "{\n  \"rank\": " + std::to_string(rank) + ",\n  \"reason\": \"";
-  for (char c : reason) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "\",\n  \"now_s\": %.6f,\n  \"groups\": [", now);
-  out += buf;
-  const std::map<std::string, GroupProgress> groups = progress();
-  bool first = true;
-  // Labels list every member's world rank, so they can outgrow `buf`: append them unformatted.
-  for (const auto& [group, p] : groups) {
-    out += std::string(first ? "" : ",") + "\n    {\"group\": \"" + group + "\"";
-    std::snprintf(buf, sizeof buf, ", \"issued\": %llu, \"completed\": %llu}",
-                  static_cast<unsigned long long>(p.issued), static_cast<unsigned long long>(p.completed));
-    out += buf;
-    first = false;
-  }
-  out += "\n  ],\n  \"records\": [";
-  first = true;
-  for (const FlightRecord& r : records()) {
-    std::snprintf(buf, sizeof buf, "%s\n    {\"id\": %llu, \"group\": \"", first ? "" : ",",
-                  static_cast<unsigned long long>(r.id));
-    out += buf + r.group;
-    std::snprintf(buf, sizeof buf,
-                  "\", \"seq\": %llu, \"op\": \"%s\", \"bytes\": %llu, "
-                  "\"start_s\": %.6f, \"state\": \"%s\", \"seconds\": %.6f}",
-                  static_cast<unsigned long long>(r.seq), op_name(r.op),
-                  static_cast<unsigned long long>(r.bytes), r.start_s,
-                  r.in_flight() ? "in flight" : "completed", (r.in_flight() ? now : r.end_s) - r.start_s);
-    out += buf;
-    first = false;
-  }
-  out += "\n  ]\n}\n";
-  return out;
+  nlohmann::ordered_json dump;
+  dump["rank"] = rank;
+  dump["reason"] = reason;
+  dump["now_s"] = now;
+  dump["groups"] = nlohmann::ordered_json::array();
+  for (const auto& [group, p] : progress())
+    dump["groups"].push_back({{"group", group}, {"issued", p.issued}, {"completed", p.completed}});
+  dump["records"] = nlohmann::ordered_json::array();
+  for (const FlightRecord& r : records())
+    dump["records"].push_back({{"id", r.id},
+                               {"group", r.group},
+                               {"seq", r.seq},
+                               {"op", op_name(r.op)},
+                               {"bytes", r.bytes},
+                               {"start_s", r.start_s},
+                               {"state", r.in_flight() ? "in flight" : "completed"},
+                               {"seconds", (r.in_flight() ? now : r.end_s) - r.start_s}});
+  return dump.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace atl::comm

@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/export.h"
 #include "launcher/commands.h"
-#include "runtime/metrics.h"
+#include "runtime/metrics/metrics.h"
 
 namespace atl::launcher {
 namespace {

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "launcher/commands.h"
-#include "runtime/data_prepare.h"
+#include "runtime/data/data_prepare.h"
 
 namespace atl::launcher {
 

@@ -15,10 +15,10 @@
 
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
-#include "runtime/config.h"
-#include "runtime/exit_codes.h"
-#include "runtime/job_launch.h"
-#include "runtime/metrics.h"
+#include "launcher/job_launch.h"
+#include "runtime/config/config.h"
+#include "runtime/metrics/metrics.h"
+#include "runtime/process_exit.h"
 
 namespace atl::launcher {
 
@@ -124,10 +124,10 @@ int launch_command(const Args& args) {
   const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
   const runtime::ParallelConfig& p = config.parallel;
 
-  runtime::LaunchRequest request;
-  request.mode = runtime::choose_mode(!options.hostfile.empty(), options.slurm, options.mpirun,
-                                      std::getenv("SLURM_JOB_ID"));
-  if (request.mode == runtime::LaunchMode::kSlurm && !std::getenv("SLURM_JOB_ID"))
+  LaunchRequest request;
+  request.mode =
+      choose_mode(!options.hostfile.empty(), options.slurm, options.mpirun, std::getenv("SLURM_JOB_ID"));
+  if (request.mode == LaunchMode::kSlurm && !std::getenv("SLURM_JOB_ID"))
     throw std::invalid_argument(
         "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop "
         "--slurm");
@@ -140,7 +140,7 @@ int launch_command(const Args& args) {
   // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
   if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
   const std::string self = self_executable();
-  std::vector<std::string> command = runtime::launcher_prefix(request);
+  std::vector<std::string> command = launcher_prefix(request);
   command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
   for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
   std::cout << "atoll launch: " << joined(command) << std::endl;
@@ -153,21 +153,19 @@ int launch_command(const Args& args) {
   // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
   // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
   child_options.forward = [mode = request.mode](int signal) {
-    return signal == SIGINT || mode == runtime::LaunchMode::kSlurm ? signal : SIGUSR1;
+    return signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
   };
   child_options.own_process_group = true;
   for (int attempt = 0;; ++attempt) {
     std::error_code ignored;
-    for (const runtime::RankExit& old : runtime::read_rank_exits(config.run.dir))
-      std::filesystem::remove(runtime::exit_record_path(config.run.dir, old.rank), ignored);
+    for (const RankExit& old : read_rank_exits(config.run.dir))
+      std::filesystem::remove(exit_record_path(config.run.dir, old.rank), ignored);
     const ChildExit job = run_child(command, child_options);
     if (job.status() == 0 || job.received_signal != 0) return job.status();
-    const std::optional<runtime::RankExit> cause =
-        runtime::first_failure(runtime::read_rank_exits(config.run.dir));
-    const std::string why =
-        cause ? runtime::describe(*cause)
-              : std::string(request.mode == runtime::LaunchMode::kSlurm ? "srun" : "mpirun") +
-                    " exited with status " + std::to_string(job.status());
+    const std::optional<RankExit> cause = first_failure(read_rank_exits(config.run.dir));
+    const std::string why = cause ? describe(*cause)
+                                  : std::string(request.mode == LaunchMode::kSlurm ? "srun" : "mpirun") +
+                                        " exited with status " + std::to_string(job.status());
     std::cerr << "atoll launch: the job failed: " << why << " (log: " << config.run.dir << "/logs/rank-"
               << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
     if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {

@@ -5,8 +5,8 @@
 
 #include "atoll/build_config.h"
 #include "launcher/commands.h"
-#include "runtime/config.h"
-#include "runtime/exit_codes.h"
+#include "runtime/config/config.h"
+#include "runtime/process_exit.h"
 
 namespace {
 

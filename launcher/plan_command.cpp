@@ -3,8 +3,8 @@
 #include <iostream>
 
 #include "launcher/commands.h"
-#include "runtime/config.h"
-#include "runtime/plan.h"
+#include "launcher/plan.h"
+#include "runtime/config/config.h"
 
 namespace atl::launcher {
 namespace {
@@ -27,7 +27,7 @@ int plan_command(const Args& args) {
     const std::vector<std::string> problems = runtime::validate_layout(config, std::stoi(parsed.rest[++i]));
     if (!problems.empty()) throw runtime::ConfigError(problems);
   }
-  std::cout << runtime::format_plan(config, runtime::make_plan(config));
+  std::cout << format_plan(config, make_plan(config));
   return 0;
 }
 

@@ -9,8 +9,9 @@
 #include <stdexcept>
 
 #include "launcher/commands.h"
-#include "runtime/run_report.h"
-#include "runtime/tensorboard.h"
+#include "launcher/loss_plot.h"
+#include "launcher/run_summary.h"
+#include "runtime/metrics/tensorboard.h"
 
 namespace atl::launcher {
 namespace {
@@ -48,7 +49,7 @@ ReportArgs parse_report_args(const Args& args) {
 
 // One line on <run dir>/tb/: every record's framing CRCs verified, and its train/loss scalars equal to
 // metrics.jsonl's losses (as float; for a replayed step the last value wins in both).
-std::string tensorboard_check(const std::string& run_dir, const runtime::RunSummary& summary) {
+std::string tensorboard_check(const std::string& run_dir, const RunSummary& summary) {
   const std::string dir = run_dir + "/tb";
   if (!std::filesystem::is_directory(dir)) return "tensorboard: none (no " + dir + ")";
   std::map<int64_t, float> losses;
@@ -60,7 +61,7 @@ std::string tensorboard_check(const std::string& run_dir, const runtime::RunSumm
       if (e.tag == "train/loss") losses[e.step] = e.value;
     }
   size_t equal = 0;
-  for (const runtime::LossPoint& p : summary.train_loss) {
+  for (const LossPoint& p : summary.train_loss) {
     const auto it = losses.find(p.step);
     const float expected = static_cast<float>(p.loss);
     if (it == losses.end() || !(it->second == expected || (std::isnan(it->second) && std::isnan(expected))))
@@ -86,13 +87,13 @@ int report_command(const Args& args) {
     return 0;
   }
   const ReportArgs parsed = parse_report_args(args);
-  const runtime::RunSummary summary = runtime::summarize_run(parsed.run_dir);
+  const RunSummary summary = summarize_run(parsed.run_dir);
   std::ofstream svg(parsed.out);  // opened first: a bad --out fails before the table is printed
   if (!svg)
     throw std::runtime_error("report: cannot write " + parsed.out +
                              "; pass a writable path with --out FILE.svg");
-  std::cout << runtime::summary_table(summary);
-  svg << runtime::loss_curve_svg(summary);
+  std::cout << summary_table(summary);
+  svg << loss_curve_svg(summary);
   svg.close();
   if (!svg) throw std::runtime_error("report: cannot write " + parsed.out + "; check the disk space");
   std::cout << "loss curve: " << parsed.out << "\n" << tensorboard_check(parsed.run_dir, summary) << "\n";

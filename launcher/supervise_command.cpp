@@ -12,7 +12,7 @@
 
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
-#include "runtime/job_launch.h"
+#include "launcher/job_launch.h"
 
 namespace atl::launcher {
 namespace {
@@ -41,7 +41,7 @@ int supervise_command(const Args& args) {
   const std::vector<std::string> command(args.begin() + 2, args.end());
   const int rank = rank_from_environment();
   std::filesystem::create_directories(run_dir + "/logs");
-  const std::string exit_path = runtime::exit_record_path(run_dir, rank);
+  const std::string exit_path = exit_record_path(run_dir, rank);
   std::filesystem::remove(exit_path);
   std::ofstream log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", std::ios::app);
 
@@ -55,14 +55,14 @@ int supervise_command(const Args& args) {
   };
   const ChildExit child = run_child(command, options);
 
-  runtime::RankExit record;
+  RankExit record;
   record.rank = rank;
   record.host = host_name();
   record.pid = child.pid;
   record.signaled = child.signaled;
   record.code = child.code;
   record.time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::ofstream(exit_path + ".tmp") << runtime::to_line(record);
+  std::ofstream(exit_path + ".tmp") << to_line(record);
   std::filesystem::rename(exit_path + ".tmp", exit_path);
   return child.status();
 }

@@ -1,19 +1,38 @@
 // `atoll train CONFIG [--set k=v]...`: what each rank runs.
+#include <cstdlib>
 #include <iostream>
 
 #include "checkpoint/checkpoint_store.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "launcher/commands.h"
-#include "runtime/config.h"
-#include "runtime/exit_codes.h"
+#include "runtime/config/config.h"
+#include "runtime/process_exit.h"
 #include "runtime/trainer.h"
 
 namespace atl::launcher {
 
 namespace {
+
 constexpr const char* kTrainUsage = "atoll train CONFIG [--set key=value]...";
+
+// What this rank takes from its process environment, read here once and handed to the trainer.
+runtime::LaunchEnvironment read_launch_environment() {
+  const auto value = [](const char* name) {
+    const char* text = std::getenv(name);
+    return std::string(text ? text : "");
+  };
+  runtime::LaunchEnvironment environment;
+  environment.progress_bar = value("ATOLL_PROGRESS") == "bar";
+  environment.placement =
+      runtime::placement_from_environment([](const char* name) { return std::getenv(name); });
+  environment.fault = value("ATOLL_FAULT");
+  environment.checkpoint_fault = value("ATOLL_CHECKPOINT_FAULT");
+  environment.checkpoint_copy_delay_ms = value("ATOLL_CHECKPOINT_COPY_DELAY_MS");
+  return environment;
 }
+
+}  // namespace
 
 int train_command(int argc, char** argv) {
   const Args args(argv + 1, argv + argc);
@@ -31,7 +50,7 @@ int train_command(int argc, char** argv) {
     if (!parsed.rest.empty())
       throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
     const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-    runtime::Trainer trainer(config, *world, &std::cout);
+    runtime::Trainer trainer(config, *world, &std::cout, read_launch_environment());
     trainer.run();
   } catch (const runtime::PeerFailure&) {
     return runtime::kExitBadInput;  // the failing rank has said why

@@ -3,16 +3,18 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace atl::optim {
+
+// What follows the warmup.
+enum class LrDecay { kCosine, kConstant, kWsd };
 
 struct LrSchedule {
   double lr = 3e-4;
   double min_lr = 3e-5;
   int64_t warmup = 0;
   int64_t total_steps = 1;
-  std::string kind = "cosine";  // cosine | constant | wsd
+  LrDecay decay = LrDecay::kCosine;
 
   // The learning rate of optimizer step `step` (0-based).
   double at(int64_t step) const;

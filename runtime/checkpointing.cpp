@@ -4,16 +4,16 @@
 
 #include <charconv>
 #include <chrono>
-#include <cstdlib>
 
-#include "runtime/llama.h"
+#include "runtime/model/llama.h"
 
 namespace atl::runtime {
 
 TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world,
                                        const comm::DeviceMesh& mesh, const parallel::FlatParameters& params,
                                        parallel::ShardedDataParallel& data_parallel,
-                                       optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer)
+                                       optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer,
+                                       const TestHooks& hooks)
     : config_(config),
       mesh_(mesh),
       params_(params),
@@ -22,14 +22,12 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
       outer_(outer),
       comm_(world.split(0, world.rank(), "checkpoint")),
       store_(std::make_unique<checkpoint::CheckpointStore>(
-          config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every)) {
+          config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every,
+          hooks.checkpoint_fault)) {
   store_->remove_partials();
-  if (config.checkpoint.mode != "sync") {
-    // Test hook: ATOLL_CHECKPOINT_COPY_DELAY_MS slows the snapshot copy (lazy-mode correctness tests).
-    const char* delay = std::getenv("ATOLL_CHECKPOINT_COPY_DELAY_MS");
-    saver_ =
-        std::make_unique<checkpoint::AsyncSaver>(*store_, config.checkpoint.mode == "async_lazy",
-                                                 std::chrono::milliseconds(delay ? std::atoi(delay) : 0));
+  if (config.checkpoint.mode != CheckpointMode::kSync) {
+    saver_ = std::make_unique<checkpoint::AsyncSaver>(
+        *store_, config.checkpoint.mode == CheckpointMode::kAsyncLazy, hooks.checkpoint_copy_delay);
   }
 }
 
@@ -132,11 +130,11 @@ void TrainerCheckpoints::restore_outer(int64_t step, bool outer_state, const at:
 }
 
 int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {
-  const std::string& resume = config_.checkpoint.resume;
-  if (resume == "none") return 0;
-  const bool automatic = resume == "auto";
+  const CheckpointConfig& c = config_.checkpoint;
+  if (!c.resumes()) return 0;
+  const bool automatic = c.resumes_newest();
   const std::vector<std::string> candidates =
-      automatic ? store_->committed() : std::vector<std::string>{resume};
+      automatic ? store_->committed() : std::vector<std::string>{c.resume};
   std::string problem;
   for (const std::string& dir : candidates) {
     std::string error;

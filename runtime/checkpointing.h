@@ -18,16 +18,19 @@
 #include "optim/adamw.h"
 #include "optim/outer/outer_optimizer.h"
 #include "parallel/sharded_data_parallel.h"
-#include "runtime/config.h"
+#include "runtime/config/config.h"
+#include "runtime/test_hooks.h"
 
 namespace atl::runtime {
 
 class TrainerCheckpoints {
  public:
   // Collective over `world`: creates the checkpoint communicator and removes `.partial` leftovers.
+  // `hooks`: the checkpoint tests' fault point and snapshot-copy delay (none in real runs).
   TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world, const comm::DeviceMesh& mesh,
                      const parallel::FlatParameters& params, parallel::ShardedDataParallel& data_parallel,
-                     optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer);
+                     optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer,
+                     const TestHooks& hooks);
 
   // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
   // returns the step to continue from, 0 when there is nothing to resume. Throws

@@ -1,6 +1,5 @@
 #include "runtime/fault_hooks.h"
 
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -42,11 +41,6 @@ FaultHooks FaultHooks::parse(const std::string& text) {
     }
   }
   return hooks;
-}
-
-FaultHooks FaultHooks::from_environment() {
-  const char* text = std::getenv("ATOLL_FAULT");
-  return parse(text ? text : "");
 }
 
 }  // namespace atl::runtime

@@ -1,5 +1,5 @@
-// Test hooks for the failure tests, read from the environment variable ATOLL_FAULT (a comma-separated
-// list; unset in real runs):
+// Test hooks for the failure tests, from the environment variable ATOLL_FAULT (a comma-separated
+// list; unset in real runs; read by the launcher, test_hooks.h):
 //   nan_gradient@STEP[:RANK]     rank RANK (default 0) writes NaN into its gradients in step STEP
 //   skip_collective@RANK:STEP    rank RANK stops before the first collective of step STEP and never
 //                                issues it, as a rank stuck in computation would (the watchdog's case)
@@ -19,7 +19,6 @@ struct FaultHooks {
 
   // Parses ATOLL_FAULT's value; throws std::invalid_argument naming a malformed entry.
   static FaultHooks parse(const std::string& text);
-  static FaultHooks from_environment();
 
   bool nan_gradient(int64_t step, int rank) const {
     return step == nan_gradient_step && rank == nan_gradient_rank;

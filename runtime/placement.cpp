@@ -4,8 +4,12 @@
 #include <charconv>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include "comm/mpi_check.h"
+#include "comm/mpi_communicator.h"
 
 namespace atl::runtime {
 namespace {
@@ -87,6 +91,17 @@ int threads_per_rank(int cores, int local_size) {
 
 int device_for(int local_rank, int devices) {
   return std::max(0, local_rank) % std::max(1, devices);
+}
+
+int default_threads_per_rank(const comm::MpiCommunicator& world, const RankPlacement& placement) {
+  int local_ranks = placement.local_size;
+  if (local_ranks < 1) {
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
+    MPI_Comm_size(node, &local_ranks);
+    MPI_Comm_free(&node);
+  }
+  return threads_per_rank(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), local_ranks);
 }
 
 }  // namespace atl::runtime

@@ -5,6 +5,10 @@
 #include <functional>
 #include <string>
 
+namespace atl::comm {
+class MpiCommunicator;
+}  // namespace atl::comm
+
 namespace atl::runtime {
 
 // Where this process sits on its node, as the launcher tells it. Fields the environment does not
@@ -25,6 +29,10 @@ RankPlacement placement_from_environment(const Environment& env);
 // Threads per rank for run.threads = 0: cores / ranks on the node, at least 1. An unknown
 // (< 1) local_size counts as one rank.
 int threads_per_rank(int cores, int local_size);
+
+// threads_per_rank() for this node's cores and the ranks on it: as `placement` says, else counted
+// over `world` (collective then).
+int default_threads_per_rank(const comm::MpiCommunicator& world, const RankPlacement& placement);
 
 // The CUDA device of this rank: local_rank % devices. An unknown local_rank maps to device 0;
 // devices < 1 counts as one device.

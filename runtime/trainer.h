@@ -1,8 +1,8 @@
-// Trainer: one rank's training loop. Builds the mesh, the model over flat parameters, the
-// data-parallel engine (ZeRO 0-3), the optimizer and the checkpoints from a Config, resumes if asked,
-// then runs steps: microbatches through the pipeline schedule with gradient reductions overlapped
-// with backward, global-norm clipping, AdamW, progress lines and metrics.jsonl on rank 0,
-// validation every eval_every steps, checkpoints every checkpoint.every steps.
+// Trainer: one rank's training loop. Agrees with the other ranks that the start-up checks passed
+// (startup.h), builds the parallel layout (parallelize.h) and the checkpoints from a Config, resumes
+// if asked, then runs steps: microbatches through the pipeline schedule with gradient reductions
+// overlapped with backward, global-norm clipping, AdamW, the islands' outer step, progress lines and
+// metrics.jsonl on rank 0, validation every eval_every steps, checkpoints every checkpoint.every steps.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config.h"
-#include "runtime/metrics.h"
+#include "runtime/config/config.h"
+#include "runtime/launch_environment.h"
+#include "runtime/metrics/metrics.h"
+#include "runtime/startup.h"
 
 namespace atl::comm {
 class MpiCommunicator;
@@ -33,17 +35,6 @@ struct ModelStateBytes;
 
 namespace atl::runtime {
 
-// Thrown on the ranks whose own start-up checks passed when another rank's failed: that rank
-// reports the problem, the others exit non-zero without repeating it.
-class PeerFailure : public std::runtime_error {
- public:
-  explicit PeerFailure(int failed_rank);
-  int failed_rank() const { return failed_rank_; }
-
- private:
-  int failed_rank_;
-};
-
 // Thrown by run() under train.on_nonfinite = stop after committing a checkpoint of the state before
 // the bad step; the same message on every rank of the island.
 class NonFiniteStop : public std::runtime_error {
@@ -51,17 +42,13 @@ class NonFiniteStop : public std::runtime_error {
   explicit NonFiniteStop(const std::string& message);
 };
 
-// A rank's own start-up check failed (its data, its initial weights): bad input, not a crash.
-class StartupError : public std::runtime_error {
- public:
-  explicit StartupError(const std::string& message);
-};
-
 class Trainer {
  public:
   // Collective over `world`. `out` receives rank 0's start-up table and progress lines (null: quiet).
-  // Throws std::invalid_argument / std::runtime_error with one line per problem on bad input.
-  Trainer(const Config& config, const comm::MpiCommunicator& world, std::ostream* out);
+  // `environment`: what `atoll train` read from its process environment (progress bar, placement,
+  // test hooks). Throws ConfigError, StartupError or PeerFailure (startup.h) on bad input.
+  Trainer(const Config& config, const comm::MpiCommunicator& world, std::ostream* out,
+          const LaunchEnvironment& environment = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -98,8 +85,5 @@ class Trainer {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// Threads per rank for run.threads = 0: the cores of this node divided by the ranks on it.
-int default_threads_per_rank(const comm::MpiCommunicator& world);
 
 }  // namespace atl::runtime

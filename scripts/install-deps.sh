@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Atoll needs to build, test and run its examples:
-#   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, GoogleTest;
+#   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest;
 #   - .venv/ (git-ignored) with the PyTorch wheel pinned in scripts/requirements.txt, whose LibTorch
 #     the build links (cmake/AtollTorch.cmake finds it there).
 # Idempotent: what is present is kept, so a second run is a quick no-op.
@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
-  libyaml-cpp-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
 )
 python=${ATOLL_PYTHON:-python3}
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "launcher/plan.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/sharded_data_parallel.h"
-#include "runtime/llama.h"
-#include "runtime/plan.h"
+#include "runtime/model/llama.h"
 #include "runtime/trainer.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
@@ -62,7 +62,7 @@ inline RunResult train_single_rank(Config config) {
   config.parallel.sequence_parallel = false;
   config.parallel.microbatches = 1;
   config.parallel.pp = 1;
-  config.parallel.schedule = "1f1b";
+  config.parallel.schedule = atl::runtime::PipelineSchedule::kOneFOneB;
   config.parallel.virtual_stages = 1;
   config.parallel.stage_layers.clear();
   config.run.dir += "-single";
@@ -178,7 +178,7 @@ inline void expect_model_state_as_planned(Config config) {
   Trainer trainer(config, *atl::test::MpiTestEnv::runtime().world(), nullptr);
   for (int s = 0; s < config.train.steps; ++s) trainer.train_step();
   const atl::parallel::ModelStateBytes measured = trainer.model_state_bytes();
-  const atl::runtime::StagePlan planned = atl::runtime::make_plan(config).stages.at(0);
+  const atl::launcher::StagePlan planned = atl::launcher::make_plan(config).stages.at(0);
   const auto within_5_percent = [](double ours, double plan) { return std::abs(ours - plan) <= 0.05 * plan; };
   EXPECT_PRED2(within_5_percent, static_cast<double>(measured.parameters), planned.parameter_bytes);
   EXPECT_PRED2(within_5_percent, static_cast<double>(measured.gradients), planned.gradient_bytes);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config.h"
-#include "runtime/token_shard.h"
+#include "runtime/config/config.h"
+#include "runtime/data/token_shard.h"
 
 namespace atl::test {
 

@@ -120,28 +120,6 @@ at::Tensor decode_quantized(Codec codec, const at::Tensor& bytes, int64_t numel)
 
 }  // namespace
 
-Codec codec_named(const std::string& name) {
-  for (Codec codec : {Codec::kNone, Codec::kFp16, Codec::kBf16, Codec::kInt8, Codec::kInt4})
-    if (name == codec_name(codec)) return codec;
-  throw std::invalid_argument("outer codec '" + name + "' is not one of: none, fp16, bf16, int8, int4");
-}
-
-const char* codec_name(Codec codec) {
-  switch (codec) {
-    case Codec::kNone:
-      return "none";
-    case Codec::kFp16:
-      return "fp16";
-    case Codec::kBf16:
-      return "bf16";
-    case Codec::kInt8:
-      return "int8";
-    case Codec::kInt4:
-      return "int4";
-  }
-  return "?";
-}
-
 int64_t encoded_bytes(Codec codec, int64_t numel) {
   if (numel < 0)
     throw std::invalid_argument("outer exchange: negative element count " + std::to_string(numel));

@@ -33,9 +33,22 @@ namespace atl::optim::outer {
 
 enum class Codec { kNone, kFp16, kBf16, kInt8, kInt4 };
 
-// "none" | "fp16" | "bf16" | "int8" | "int4"; throws std::invalid_argument naming the value and the choices.
-Codec codec_named(const std::string& name);
-const char* codec_name(Codec codec);
+// "none" | "fp16" | "bf16" | "int8" | "int4": how messages and outer.compression name a codec.
+constexpr const char* codec_name(Codec codec) {
+  switch (codec) {
+    case Codec::kNone:
+      return "none";
+    case Codec::kFp16:
+      return "fp16";
+    case Codec::kBf16:
+      return "bf16";
+    case Codec::kInt8:
+      return "int8";
+    case Codec::kInt4:
+      return "int4";
+  }
+  return "?";
+}
 
 // Elements per quantization block of int8/int4 (each block carries its own fp32 minimum and scale).
 constexpr int64_t kQuantBlock = 256;

@@ -17,14 +17,6 @@ double seconds_since(Clock::time_point start) {
 
 }  // namespace
 
-Algorithm algorithm_named(const std::string& name) {
-  if (name == "diloco") return Algorithm::kDiLoCo;
-  if (name == "streaming_diloco") return Algorithm::kStreamingDiLoCo;
-  if (name == "noloco") return Algorithm::kNoLoCo;
-  throw std::invalid_argument("outer.algorithm = '" + name +
-                              "' has no outer optimizer; use diloco, streaming_diloco or noloco");
-}
-
 SyncSchedule OuterOptions::schedule() const {
   // One-step-delayed DiLoCo is one fragment whose exchange lands a whole round later.
   if (delayed) return {inner_steps, 1, inner_steps};

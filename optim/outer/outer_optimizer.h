@@ -34,8 +34,6 @@
 namespace atl::optim::outer {
 
 enum class Algorithm { kDiLoCo, kStreamingDiLoCo, kNoLoCo };
-// "diloco" | "streaming_diloco" | "noloco"; throws std::invalid_argument otherwise.
-Algorithm algorithm_named(const std::string& name);
 
 struct OuterOptions {
   Algorithm algorithm = Algorithm::kDiLoCo;

@@ -86,16 +86,7 @@ bool is_communication(Action action) {
   return action != Action::kForward && action != Action::kBackward;
 }
 
-ScheduleKind schedule_kind(const std::string& name) {
-  if (name == "gpipe") return ScheduleKind::kGPipe;
-  if (name == "1f1b") return ScheduleKind::kOneFOneB;
-  if (name == "interleaved") return ScheduleKind::kInterleaved;
-  throw std::invalid_argument("pipeline schedule: unknown schedule '" + name +
-                              "'; use gpipe, 1f1b or interleaved");
-}
-
-ScheduleKind schedule_kind(const std::string& name, int stages) {
-  const ScheduleKind kind = schedule_kind(name);
+ScheduleKind schedule_on_stages(ScheduleKind kind, int stages) {
   return stages == 1 && kind == ScheduleKind::kInterleaved ? ScheduleKind::kOneFOneB : kind;
 }
 

@@ -43,11 +43,9 @@ struct PipelineShape {
 };
 
 enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
-// "gpipe" | "1f1b" | "interleaved"; std::invalid_argument otherwise.
-ScheduleKind schedule_kind(const std::string& name);
-// The schedule `name` runs as on `stages` stages: with one stage there is nothing to interleave,
+// The schedule `kind` runs as on `stages` stages: with one stage there is nothing to interleave,
 // and interleaved 1F1B is plain 1F1B.
-ScheduleKind schedule_kind(const std::string& name, int stages);
+ScheduleKind schedule_on_stages(ScheduleKind kind, int stages);
 
 // Forwards a stage runs before its first backward: GPipe all m; 1F1B min(p - r - 1, m);
 // interleaved min(2 (p - r - 1) + (v - 1) p, m v) (Megatron's counts).

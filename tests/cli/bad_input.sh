@@ -1,25 +1,17 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `atoll` command under mpirun: a small 2-rank run succeeds and writes its
 # metrics; each bad input (config, layout, data, checkpoint, launcher arguments) stops every rank with
-# its one-line message and a non-zero exit (no hang, no repeated message), and no bad input changes a
+# its one-line message and exit code 2 (no hang, no repeated message), and no bad input changes a
 # byte of a committed checkpoint. Every case is catalogued in the README ("Errors you may meet").
 # Usage: bad_input.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-passed=0
-failed=0
+source "$(dirname "$0")/lib.sh"
 cases=()  # the NAME of every expect_error / expect_cli_error case, checked against the README
 readme=$(cd "$(dirname "$0")/../.." && pwd)/README.md
 
-check() {  # check NAME CONDITION_DESCRIPTION, reading $? of the previous test
-  if [[ $1 == ok ]]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi
-}
-
 # expect_error NAME REGEX NP ARGS...: `mpirun -np NP atoll ARGS... --set run.dir=$committed` exits
-# non-zero, REGEX printed exactly once. Every case runs in the run directory of a committed checkpoint
+# with 2 (bad input), REGEX printed exactly once. Every case runs in the run directory of a committed checkpoint
 # ($committed, set below), which must come out of all of them unchanged.
 expect_error() {
   local name=$1 regex=$2 np=$3
@@ -29,10 +21,10 @@ expect_error() {
   local status=$?
   local count
   count=$(grep -cE -e "$regex" "$work/$name.log")
-  if [[ $status -ne 0 && $status -ne 124 && $count -eq 1 ]]; then
+  if [[ $status -eq $EXIT_BAD_INPUT && $count -eq 1 ]]; then
     check ok "$name"
   else
-    check fail "$name (exit $status, message seen $count times)"
+    check fail "$name (exit $status, expected $EXIT_BAD_INPUT; message seen $count times)"
     sed 's/^/    /' "$work/$name.log" | head -20
   fi
 }
@@ -56,9 +48,7 @@ expect_cli_error() {
   fi
 }
 
-# Data: a small text, byte-tokenized.
-for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."; done >"$work/text.txt"
-"$atoll" data prepare --out "$work/data" --val-fraction 0.1 "$work/text.txt" >/dev/null
+make_corpus "$atoll" "$work/data"
 cat >"$work/tiny.yaml" <<YAML
 run:      { dir: $work/run, seed: 3, threads: 1 }
 model:    { vocab: 256, dim: 32, layers: 1, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
@@ -153,7 +143,7 @@ for fault in copy:4 write:4:1 manifest:4 latest:4; do
   timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.steps=4 --set checkpoint.every=2 --set run.dir="$dir" \
     >"$dir.resume.log" 2>&1
   resumed=$?
-  if [[ $died -ne 0 && $resumed -eq 0 ]] && grep -q "dies saving step 4 ($phase)" "$dir.log" &&
+  if [[ $died -eq 86 && $resumed -eq 0 ]] && grep -q "dies saving step 4 ($phase)" "$dir.log" &&
      grep -q "resumed from $dir/checkpoints/step-2 at step 2" "$dir.resume.log" &&
      [[ -s "$dir/checkpoints/step-4/manifest.pb" && $(cat "$dir/checkpoints/LATEST") == step-4 ]] &&
      ! ls -d "$dir"/checkpoints/*.partial >/dev/null 2>&1; then
@@ -195,7 +185,9 @@ rm "$work/torn/manifest.pb"
 
 # atoll ckpt export: consolidated weights and a config.json; a new run starts from them.
 if "$atoll" ckpt export "$work/ckpt/checkpoints" --out "$work/export/model.safetensors" >"$work/export.log" 2>&1 &&
-   grep -q '"architectures": \["LlamaForCausalLM"\]' "$work/export/config.json" &&
+   python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(c["architectures"] != ["LlamaForCausalLM"] or c["num_hidden_layers"] != 1 or c["rms_norm_eps"] != 1e-5)' \
+     "$work/export/config.json" &&
    timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.init_from="$work/export/model.safetensors" \
      --set checkpoint.resume=none --set train.steps=2 --set run.dir="$work/from-export" >"$work/from_export.log" 2>&1; then
   check ok "ckpt export: consolidated safetensors + config.json; model.init_from trains from them"
@@ -314,5 +306,4 @@ else
   check fail "README 'Errors you may meet' ($readme) lacks: ${missing[*]:-the section}"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

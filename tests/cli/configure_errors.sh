@@ -9,13 +9,7 @@
 set -uo pipefail
 source_dir=$1
 real_python=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-check() {  # check ok|fail DESCRIPTION
-  if [[ $1 == ok ]]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi
-}
+source "$(dirname "$0")/lib.sh"
 
 # fake_python NAME VERSION ABI: an interpreter whose torch reports VERSION and ABI (CPU build).
 fake_python() {
@@ -35,7 +29,8 @@ exit 1
 EOF
 chmod +x "$work/no_torch"
 
-# expect_configure_error NAME PYTHON REGEX: configure fails, REGEX on exactly one "Atoll:" line.
+# expect_configure_error NAME PYTHON REGEX: configure fails (CMake's exit 1), REGEX on exactly one
+# "Atoll:" line.
 expect_configure_error() {
   local name=$1 python=$2 regex=$3
   timeout 120 cmake -S "$source_dir" -B "$work/build-$name" -G Ninja -DATOLL_BUILD_TESTS=OFF \
@@ -43,7 +38,7 @@ expect_configure_error() {
   local status=$? lines count
   lines=$(grep -c "Atoll: " "$work/$name.log")
   count=$(grep -cE "$regex" "$work/$name.log")
-  if [[ $status -ne 0 && $lines -eq 1 && $count -eq 1 ]]; then
+  if [[ $status -eq 1 && $lines -eq 1 && $count -eq 1 ]]; then
     check ok "$name: configure fails with one line: $(grep -oE "Atoll: .*" "$work/$name.log" | cut -c1-140)"
   else
     check fail "$name: exit $status, $lines 'Atoll:' lines, $count matching '$regex'"
@@ -73,5 +68,4 @@ else
   sed 's/^/    /' "$work/good.log" | tail -8
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

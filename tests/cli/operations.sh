@@ -13,18 +13,7 @@
 # Usage: operations.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
-work=$(mktemp -d)
-trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-passed=0
-failed=0
-check() {  # check ok|fail DESCRIPTION [LOG]
-  if [[ $1 == ok ]]; then
-    passed=$((passed + 1)); echo "PASS $2"
-  else
-    failed=$((failed + 1)); echo "FAIL $2"; [[ -n ${3:-} && -f ${3:-} ]] && grep -v '^[|+]' "$3" | tail -15 | sed 's/^/    /'
-  fi
-}
+source "$(dirname "$0")/lib.sh"
 same_files() {  # same_files DIR_A DIR_B: every shard byte-identical
   local f
   for f in "$1"/*.safetensors; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
@@ -32,8 +21,7 @@ same_files() {  # same_files DIR_A DIR_B: every shard byte-identical
 # The step of the newest committed checkpoint.
 latest_step() { sed 's/step-//' "$1/checkpoints/LATEST"; }
 
-for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."; done >"$work/text.txt"
-"$atoll" data prepare --out "$work/data" --val-fraction 0.1 "$work/text.txt" >/dev/null
+make_corpus "$atoll" "$work/data"
 cat >"$work/ops.yaml" <<YAML
 run:        { dir: $work/run, seed: 5, threads: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
@@ -96,7 +84,7 @@ status=$?
 end=$(date +%s.%N)
 hang_began=$(stat -c %.9Y "$work/hang/metrics.jsonl")  # the last step record, written before step 4 began
 dumps=$(ls "$work/hang/flight" 2>/dev/null | grep -c '^rank-[0-3].json$')
-if [[ $status -ne 0 && $status -ne 124 && $dumps -eq 4 ]] && grep -q "rank 1 is behind: it issued" "$work/hang.log" \
+if [[ $status -eq $EXIT_HANG && $dumps -eq 4 ]] && grep -q "rank 1 is behind: it issued" "$work/hang.log" \
     && [[ $(grep -c "is behind" "$work/hang.log") -eq 1 ]] && awk -v a="$hang_began" -v b="$end" 'BEGIN { exit !(b - a < 6) }'; then
   check ok "watchdog: all ranks gone $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s after the hang (timeout 3 s), 4 dumps, laggard named"
 else
@@ -122,7 +110,7 @@ fi
 ATOLL_FAULT=nan_gradient@3 timeout 120 mpirun --oversubscribe -np 2 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" --set run.dir="$work/stop" \
   --set train.steps=5 --set checkpoint.every=0 >"$work/stop.log" 2>&1
 status=$?
-if [[ $status -ne 0 && $(grep -c "non-finite loss or gradient .*committed .*step-2 with the state before it" "$work/stop.log") -eq 1 \
+if [[ $status -eq $EXIT_NONFINITE && $(grep -c "non-finite loss or gradient .*committed .*step-2 with the state before it" "$work/stop.log") -eq 1 \
       && $(latest_step "$work/stop") == 2 ]] && "$atoll" ckpt inspect "$work/stop/checkpoints/step-2" >/dev/null; then
   check ok "nonfinite stop: one message, exit $status, step-2 committed and verified"
 else
@@ -141,7 +129,7 @@ fi
 tb=$(ls "$work/ref/tb"/events.out.tfevents.* | head -1)
 printf '\xff' | dd of="$tb" bs=1 seek=200 conv=notrunc status=none
 "$atoll" report "$work/ref" >"$work/report_bad.log" 2>&1
-if [[ $? -ne 0 ]] && grep -q "bad .*CRC" "$work/report_bad.log"; then
+if [[ $? -eq 1 ]] && grep -q "bad .*CRC" "$work/report_bad.log"; then
   check ok "report: a damaged TensorBoard record is named by its CRC"
 else
   check fail "report: damaged TensorBoard file" "$work/report_bad.log"
@@ -177,5 +165,4 @@ else
   check fail "plain-log (exit $status, $controls lines with control codes)" "$work/plain.log"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

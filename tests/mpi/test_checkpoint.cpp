@@ -61,10 +61,11 @@ Trained run_steps(Trainer& trainer, int steps) {
 // In each save mode: N steps, save, two more steps while the save proceeds (under async_lazy the
 // copy is slowed so that training reaches the next update before the snapshot is complete), exit;
 // a new trainer resumes at N and trains N more steps, bit for bit as 2N steps straight.
-class CheckpointMode : public Checkpoint, public ::testing::WithParamInterface<std::string> {};
+class CheckpointMode : public Checkpoint,
+                       public ::testing::WithParamInterface<atl::runtime::CheckpointMode> {};
 
 TEST_P(CheckpointMode, ResumeIsBitwise) {
-  Config config = resume_layout(world(), "ckpt-resume-" + GetParam());
+  Config config = resume_layout(world(), "ckpt-resume-" + std::string(atl::runtime::name_of(GetParam())));
   config.checkpoint.mode = GetParam();
   const int half = config.train.steps / 2;
   Trainer straight_trainer(config, world(), nullptr);
@@ -72,9 +73,9 @@ TEST_P(CheckpointMode, ResumeIsBitwise) {
 
   config.run.dir += "-interrupted";
   {
-    if (GetParam() == "async_lazy") setenv("ATOLL_CHECKPOINT_COPY_DELAY_MS", "10", 1);
-    Trainer first(config, world(), nullptr);
-    unsetenv("ATOLL_CHECKPOINT_COPY_DELAY_MS");
+    atl::runtime::LaunchEnvironment slow_copy;
+    if (GetParam() == atl::runtime::CheckpointMode::kAsyncLazy) slow_copy.checkpoint_copy_delay_ms = "10";
+    Trainer first(config, world(), nullptr, slow_copy);
     run_steps(first, half);
     first.save_checkpoint();
     run_steps(first, 2);  // the state moves on; the checkpoint must hold step `half`
@@ -88,7 +89,10 @@ TEST_P(CheckpointMode, ResumeIsBitwise) {
   for (const auto& [name, value] : straight.params) EXPECT_TRUE(second.params.at(name).equal(value)) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode, ::testing::Values("sync", "async", "async_lazy"));
+INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode,
+                         ::testing::Values(atl::runtime::CheckpointMode::kSync,
+                                           atl::runtime::CheckpointMode::kAsync,
+                                           atl::runtime::CheckpointMode::kAsyncLazy));
 
 // Saves at steps 2 and 4; returns the checkpoint directory.
 std::string two_checkpoints(atl::comm::MpiCommunicator& world, Config& config) {

@@ -17,7 +17,10 @@
 
 namespace {
 
+using atl::optim::outer::Codec;
 using atl::runtime::Config;
+using atl::runtime::name_of;
+using atl::runtime::OuterAlgorithm;
 using atl::runtime::Trainer;
 using atl::test::world_size;
 namespace outer = atl::optim::outer;
@@ -26,7 +29,7 @@ class Islands : public ::testing::Test {
  protected:
   atl::comm::MpiCommunicator& world() { return *world_; }
   // The tiny config with one island per launched rank, in a run directory shared by the job.
-  Config islands_config(const std::string& tag, const std::string& algorithm) {
+  Config islands_config(const std::string& tag, OuterAlgorithm algorithm) {
     Config c = atl::test::layout(tag, 1);
     c.run.dir = atl::test::from_rank0(world(), c.run.dir);
     c.parallel.dp = 1;
@@ -157,12 +160,12 @@ TEST_F(Islands, NonFiniteValuesStopEveryIslandWithOneLine) {
 }
 
 TEST_F(Islands, OneIslandIsANoOp) {
-  Config plain = islands_config("islands-one", "none");
+  Config plain = islands_config("islands-one", OuterAlgorithm::kNone);
   plain.train.steps = 20;
   plain.parallel.islands = 1;
   plain.parallel.dp = world_size();
   Config diloco = plain;
-  diloco.outer.algorithm = "diloco";
+  diloco.outer.algorithm = OuterAlgorithm::kDiLoCo;
   diloco.outer.inner_steps = 2;
   diloco.run.dir += "-diloco";
   atl::test::expect_runs_agree(atl::test::train(diloco, world()), atl::test::train(plain, world()),
@@ -170,7 +173,7 @@ TEST_F(Islands, OneIslandIsANoOp) {
 }
 
 TEST_F(Islands, IslandsAveragingEveryStepAreDataParallelism) {
-  Config sync = islands_config("islands-sync", "none");
+  Config sync = islands_config("islands-sync", OuterAlgorithm::kNone);
   sync.train.steps = 20;
   Config dp = sync;
   dp.parallel.islands = 1;
@@ -182,9 +185,10 @@ TEST_F(Islands, IslandsAveragingEveryStepAreDataParallelism) {
 }
 
 TEST_F(Islands, EveryCodecLeavesIslandsBitIdenticalAfterASync) {
-  for (const std::string codec : {"none", "fp16", "bf16", "int8", "int4"}) {
-    Config c = islands_config("islands-codec-" + codec, "diloco");
-    c.outer.compression = codec;
+  for (const Codec compression : {Codec::kNone, Codec::kFp16, Codec::kBf16, Codec::kInt8, Codec::kInt4}) {
+    const std::string codec = atl::optim::outer::codec_name(compression);
+    Config c = islands_config("islands-codec-" + codec, OuterAlgorithm::kDiLoCo);
+    c.outer.compression = compression;
     c.outer.inner_steps = 3;
     c.train.steps = 6;
     Trainer trainer(c, world(), nullptr);
@@ -199,10 +203,10 @@ TEST_F(Islands, EveryCodecLeavesIslandsBitIdenticalAfterASync) {
 }
 
 TEST_F(Islands, StreamingWithOneFragmentNoDelayNoMixIsDiLoCo) {
-  Config diloco = islands_config("islands-streaming-p1", "diloco");
+  Config diloco = islands_config("islands-streaming-p1", OuterAlgorithm::kDiLoCo);
   diloco.train.steps = 20;
   Config streaming = diloco;
-  streaming.outer.algorithm = "streaming_diloco";
+  streaming.outer.algorithm = OuterAlgorithm::kStreamingDiLoCo;
   streaming.outer.mix = 0.0;
   streaming.run.dir += "-streaming";
   atl::test::expect_runs_agree(atl::test::train(streaming, world()), atl::test::train(diloco, world()),
@@ -212,7 +216,7 @@ TEST_F(Islands, StreamingWithOneFragmentNoDelayNoMixIsDiLoCo) {
 TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
   // 2 layers, P = 2, H = 4: fragment 0 (embedding, layer 0) syncs after step 2, fragment 1 (layer 1,
   // norm, head) after step 4.
-  Config c = islands_config("islands-fragments", "streaming_diloco");
+  Config c = islands_config("islands-fragments", OuterAlgorithm::kStreamingDiLoCo);
   c.outer.fragments = 2;
   c.outer.mix = 0.0;
   Trainer trainer(c, world(), nullptr);
@@ -238,7 +242,7 @@ TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
   if (world_size() != 4) GTEST_SKIP() << "2 islands x 2 ranks";
   for (const std::string inner : {"tp", "zero", "pp"}) {
     const bool zero = inner == "zero";
-    Config c = islands_config("islands-" + inner, "diloco");
+    Config c = islands_config("islands-" + inner, OuterAlgorithm::kDiLoCo);
     c.parallel.islands = 2;
     c.outer.inner_steps = 3;
     c.train.steps = 6;
@@ -268,7 +272,7 @@ TEST_F(Islands, ASyncLeavesTheInnerAdamWMomentsUntouched) {
   // The same 4 steps twice: syncing after step 4, and never (H beyond the run). Island 0's saved
   // AdamW moments are bitwise equal; its parameters are not (the sync moved them).
   const auto saved_after_four = [&](const std::string& tag, int inner_steps) {
-    Config c = islands_config("islands-moments-" + tag, "diloco");
+    Config c = islands_config("islands-moments-" + tag, OuterAlgorithm::kDiLoCo);
     c.outer.inner_steps = inner_steps;
     c.train.steps = 4;
     c.checkpoint.dir = c.run.dir + "/ckpt";
@@ -288,8 +292,9 @@ TEST_F(Islands, ASyncLeavesTheInnerAdamWMomentsUntouched) {
 }
 
 TEST_F(Islands, OuterBytesAreHTimesFewerAndInt8FourTimesFewerAgain) {
-  const auto outer_bytes = [&](const std::string& algorithm, const std::string& codec) {
-    Config c = islands_config("islands-bytes-" + algorithm + codec, algorithm);
+  const auto outer_bytes = [&](OuterAlgorithm algorithm, Codec codec) {
+    Config c = islands_config(
+        "islands-bytes-" + std::string(name_of(algorithm)) + atl::optim::outer::codec_name(codec), algorithm);
     c.outer.inner_steps = 4;
     c.outer.compression = codec;
     Trainer trainer(c, world(), nullptr);
@@ -297,13 +302,14 @@ TEST_F(Islands, OuterBytesAreHTimesFewerAndInt8FourTimesFewerAgain) {
     for (int s = 0; s < c.train.steps; ++s) total = trainer.train_step().outer_bytes_total;
     return static_cast<double>(total);
   };
-  const double sync = outer_bytes("none", "none"), diloco = outer_bytes("diloco", "none"),
-               int8 = outer_bytes("diloco", "int8");
+  const double sync = outer_bytes(OuterAlgorithm::kNone, Codec::kNone),
+               diloco = outer_bytes(OuterAlgorithm::kDiLoCo, Codec::kNone),
+               int8 = outer_bytes(OuterAlgorithm::kDiLoCo, Codec::kInt8);
   EXPECT_NEAR(sync / diloco, 4.0, 0.01) << sync << " vs " << diloco;
   // atoll plan predicts it: 2 syncs of 2(k-1)/k of the fp32 model (within the vote and padding).
-  Config planned = islands_config("islands-bytes-plan", "diloco");
+  Config planned = islands_config("islands-bytes-plan", OuterAlgorithm::kDiLoCo);
   planned.outer.inner_steps = 4;
-  const double per_sync = atl::runtime::make_plan(planned).stages[0].outer_bytes_per_sync;
+  const double per_sync = atl::launcher::make_plan(planned).stages[0].outer_bytes_per_sync;
   EXPECT_NEAR(diloco / (2 * per_sync), 1.0, 0.01) << diloco << " vs plan " << 2 * per_sync;
   EXPECT_NEAR(diloco / int8, 4.0 / (1.0 + 8.0 / 256), 0.1) << diloco << " vs " << int8;
 }
@@ -335,15 +341,15 @@ TEST_F(Islands, ResumeMidRoundAndInFlightIsBitwiseTheRunStraightThrough) {
       {"delayed", [](Config& c) { c.outer.delayed = true; }, 6},
       {"streaming-in-flight",
        [](Config& c) {
-         c.outer.algorithm = "streaming_diloco";
+         c.outer.algorithm = OuterAlgorithm::kStreamingDiLoCo;
          c.outer.fragments = 2;
          c.outer.delay = 1;
        },
        6},
-      {"noloco", [](Config& c) { c.outer.algorithm = "noloco"; }, 5},
+      {"noloco", [](Config& c) { c.outer.algorithm = OuterAlgorithm::kNoLoCo; }, 5},
   };
   for (const Variant& v : variants) {
-    Config c = islands_config("islands-resume-" + v.name, "diloco");
+    Config c = islands_config("islands-resume-" + v.name, OuterAlgorithm::kDiLoCo);
     c.train.steps = 12;
     v.set(c);
     const Trained straight = run(c, world(), 12, false);
@@ -364,7 +370,7 @@ TEST_F(Islands, ResumeMidRoundAndInFlightIsBitwiseTheRunStraightThrough) {
 
 TEST_F(Islands, CheckpointOfKIslandsLoadsIntoAnotherCount) {
   if (world_size() != 2) GTEST_SKIP() << "2 islands saved, 1 island x dp 2 loaded";
-  Config c = islands_config("islands-reshape", "diloco");
+  Config c = islands_config("islands-reshape", OuterAlgorithm::kDiLoCo);
   c.checkpoint.dir = c.run.dir + "/ckpt";
   c.train.eval_sequences = 8;
   double island0_theta = 0, phi_loss = 0;

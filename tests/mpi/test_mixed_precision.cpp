@@ -11,7 +11,7 @@ using atl::test::layout;
 using atl::test::world_size;
 
 Config bf16(Config config) {
-  config.train.precision = "bf16";
+  config.train.precision = atl::runtime::Precision::kBf16;
   config.run.dir += "-bf16";
   return config;
 }
@@ -60,7 +60,7 @@ TEST(MixedPrecision, Bf16ReductionsTrackFp32Reductions) {
   config.parallel.zero = 1;
   config.train.eval_every = 1;
   const atl::test::RunResult fp32_reduce = atl::test::train(config, *world);
-  config.parallel.reduce_dtype = "bf16";
+  config.parallel.reduce_dtype = atl::runtime::Precision::kBf16;
   config.run.dir += "-bf16-reduce";
   const atl::test::RunResult bf16_reduce = atl::test::train(config, *world);
   for (size_t s = 0; s < fp32_reduce.losses.size(); ++s)

@@ -11,7 +11,7 @@ using atl::test::world_size;
 namespace {
 
 // The whole world as one pipeline, microbatches = 2 * pp (so every schedule has a steady state).
-Config pipeline(const std::string& tag, const std::string& schedule, int layers) {
+Config pipeline(const std::string& tag, atl::runtime::PipelineSchedule schedule, int layers) {
   Config config = layout(tag, /*tp=*/1, /*pp=*/world_size());
   config.model.layers = layers;
   config.parallel.schedule = schedule;
@@ -25,24 +25,24 @@ Config pipeline(const std::string& tag, const std::string& schedule, int layers)
 
 TEST(PipelineParity, GPipeMatchesOneRank) {
   if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
-  expect_parity(pipeline("gpipe", "gpipe", 4));
+  expect_parity(pipeline("gpipe", atl::runtime::PipelineSchedule::kGPipe, 4));
 }
 
 TEST(PipelineParity, OneFOneBMatchesOneRank) {
   if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
-  expect_parity(pipeline("1f1b", "1f1b", 4));
+  expect_parity(pipeline("1f1b", atl::runtime::PipelineSchedule::kOneFOneB, 4));
 }
 
 TEST(PipelineParity, InterleavedMatchesOneRank) {
   if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
-  Config config = pipeline("interleaved", "interleaved", 2 * world_size());
+  Config config = pipeline("interleaved", atl::runtime::PipelineSchedule::kInterleaved, 2 * world_size());
   config.parallel.virtual_stages = 2;
   expect_parity(config);
 }
 
 TEST(PipelineParity, UnevenStageLayersAndEvaluationMatchOneRank) {
   if (world_size() != 2) GTEST_SKIP() << "a PP = 2 split";
-  Config config = pipeline("uneven", "1f1b", 3);
+  Config config = pipeline("uneven", atl::runtime::PipelineSchedule::kOneFOneB, 3);
   config.parallel.stage_layers = {1, 2};
   config.train.eval_every = 10;
   expect_parity(config);

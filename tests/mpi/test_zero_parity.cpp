@@ -62,7 +62,7 @@ TEST_P(ZeroStage, WithInterleavedPipeline) {
   if (world_size() < 4) GTEST_SKIP() << "PP=2 x DP=2 needs 4 ranks";
   Config config = layout("zero-vpp" + std::to_string(GetParam()), 1, 2);
   config.model.layers = 4;
-  config.parallel.schedule = "interleaved";
+  config.parallel.schedule = atl::runtime::PipelineSchedule::kInterleaved;
   config.parallel.virtual_stages = 2;
   config.parallel.microbatches = 2;
   config.optim.grad_clip = 0.0;

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "runtime/attention.h"
+#include "runtime/model/attention.h"
 
 namespace {
 

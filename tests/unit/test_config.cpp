@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 
 namespace atl::runtime {
 namespace {
@@ -60,12 +60,12 @@ TEST(ConfigParse, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.model.ffn, 688);
   EXPECT_DOUBLE_EQ(c.model.rope_theta, 10000.0);
   EXPECT_EQ(c.parallel.dp, 1);
-  EXPECT_EQ(c.parallel.schedule, "1f1b");
+  EXPECT_EQ(c.parallel.schedule, PipelineSchedule::kOneFOneB);
   EXPECT_DOUBLE_EQ(c.parallel.bucket_mb, 25.0);
   EXPECT_EQ(c.train.steps, 200);
   EXPECT_DOUBLE_EQ(c.optim.lr, 3e-4);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.95);
-  EXPECT_EQ(c.optim.schedule, "cosine");
+  EXPECT_EQ(c.optim.schedule, optim::LrDecay::kCosine);
   EXPECT_EQ(c.data.val, "data/pydocs/val.bin");
   // Empty text, comments only and empty sections all give the defaults (and the defaults are valid).
   for (const char* text : {"", "# nothing here\n", "model:\noptim:\n"})
@@ -194,6 +194,11 @@ TEST(ConfigErrors, OutOfRangeValuesGiveTheRangeAndAFix) {
       {"optim: {weight_decay: -0.1}", {"optim.weight_decay = -0.1 must be >= 0"}},
       {"optim: {grad_clip: -1}", {"optim.grad_clip = -1 must be >= 0"}},
       {"optim: {schedule: linear}", {"optim.schedule = 'linear' is not one of cosine, constant, wsd"}},
+      {"outer: {compression: int3}",
+       {"outer.compression = 'int3' is not one of none, fp16, bf16, int8, int4; set outer.compression"}},
+      {"outer: {compression: INT8}",
+       {"outer.compression = 'INT8' is not one of none, fp16, bf16, int8, int4"}},
+      {"outer: {compression: ''}", {"outer.compression = '' is empty"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.yaml);

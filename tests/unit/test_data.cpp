@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data_prepare.h"
-#include "runtime/sample_order.h"
-#include "runtime/token_shard.h"
+#include "runtime/data/data_prepare.h"
+#include "runtime/data/sample_order.h"
+#include "runtime/data/token_shard.h"
+#include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
 using atl::runtime::batch_slice;
@@ -27,21 +28,8 @@ using atl::runtime::write_token_shard;
 
 namespace {
 
-// A fresh directory per test (mkdtemp, so concurrent test runs never share files).
-class TempDirTest : public testing::Test {
+class DataFiles : public atl::test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "atoll-data-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write_text(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
   // A header of 256 int32 with the given fields, then `body_bytes` zero bytes.
   std::string raw_shard(const std::string& name, int32_t magic, int32_t version, int32_t count,
                         size_t body_bytes) const {
@@ -49,15 +37,13 @@ class TempDirTest : public testing::Test {
     header[0] = magic;
     header[1] = version;
     header[2] = count;
-    return write_text(name, std::string(reinterpret_cast<const char*>(header.data()), 1024) +
+    return write_file(name, std::string(reinterpret_cast<const char*>(header.data()), 1024) +
                                 std::string(body_bytes, '\0'));
   }
-
-  fs::path dir_;
 };
 
-class TokenShardFiles : public TempDirTest {};
-class PrepareByteShards : public TempDirTest {};
+class TokenShardFiles : public DataFiles {};
+class PrepareByteShards : public DataFiles {};
 
 // The message of the exception `action` throws, or "no error".
 std::string error_of(const std::function<void()>& action) {
@@ -138,7 +124,7 @@ TEST_F(TokenShardFiles, EachBadShardGetsOneLineNamingFileProblemAndFix) {
   expect_contains(shard_error(path("missing.bin")),
                   {"data: " + path("missing.bin") + " does not exist", "run `atoll data prepare`"});
   expect_contains(shard_error(dir_.string()), {dir_.string() + " is not a regular file"});
-  expect_contains(shard_error(write_text("short.bin", "tiny")),
+  expect_contains(shard_error(write_file("short.bin", "tiny")),
                   {"short.bin holds 4 bytes, less than the 1024-byte llm.c header", "re-run"});
   expect_contains(shard_error(raw_shard("magic.bin", 12345, 1, 4, 8)),
                   {"magic.bin has magic 12345, expected 20240520 (uint16) or 20240801 (uint32)",
@@ -211,8 +197,8 @@ TEST(BatchSlice, RanksAndMicrobatchesTileEachGlobalBatch) {
 }
 
 TEST_F(PrepareByteShards, SplitsTheConcatenatedBytesIntoTrainAndVal) {
-  const std::string a = write_text("a.txt", "hello world");
-  const std::string b = write_text("b.txt", "\xC3\xA9t\xC3\xA9!");  // UTF-8 bytes stay bytes
+  const std::string a = write_file("a.txt", "hello world");
+  const std::string b = write_file("b.txt", "\xC3\xA9t\xC3\xA9!");  // UTF-8 bytes stay bytes
   const auto result = prepare_byte_shards(PrepareOptions{{a, b}, path("out/nested"), 0.25});
   // "hello world" + "\n" + 6 bytes = 18 bytes; floor(18 * 0.25) = 4 go to val.
   EXPECT_EQ(result.train_tokens, 14);
@@ -227,17 +213,17 @@ TEST_F(PrepareByteShards, SplitsTheConcatenatedBytesIntoTrainAndVal) {
 }
 
 TEST_F(PrepareByteShards, RejectsBadInputWithOneLine) {
-  const std::string text = write_text("text.txt", "some text to split");
+  const std::string text = write_file("text.txt", "some text to split");
   auto prepare_error = [&](std::vector<std::string> inputs, double fraction) {
     return error_of([&] { prepare_byte_shards(PrepareOptions{inputs, path("out"), fraction}); });
   };
   expect_contains(prepare_error({text, path("nope.txt")}, 0.1),
                   {"input " + path("nope.txt") + " does not exist"});
-  expect_contains(prepare_error({write_text("empty.txt", ""), text}, 0.1), {"empty.txt is empty"});
+  expect_contains(prepare_error({write_file("empty.txt", ""), text}, 0.1), {"empty.txt is empty"});
   expect_contains(prepare_error({dir_.string()}, 0.1), {"is not a regular file"});
   expect_contains(prepare_error({}, 0.1), {"no input files"});
   for (double fraction : {0.0, 1.0, -0.5, 1.5, std::nan("")})
     expect_contains(prepare_error({text}, fraction), {"--val-fraction", "between 0 and 1"});
-  expect_contains(prepare_error({write_text("tiny.txt", "abc")}, 0.5), {"3 bytes, too few"});
+  expect_contains(prepare_error({write_file("tiny.txt", "abc")}, 0.5), {"3 bytes, too few"});
   EXPECT_FALSE(fs::exists(path("out"))) << "nothing is written when the input is bad";
 }

@@ -1,6 +1,7 @@
 // The flight recorder (comm/flight_recorder.h) and rank 0's hang diagnosis (comm/hang_report.h), on
 // recorders and summaries built by hand: no MPI, no clock waits.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <string>
@@ -116,23 +117,28 @@ TEST(FlightRecorder, JsonHasGroupsAndRecordsWithTheirState) {
   FlightRecorder recorder(8);
   recorder.finish(recorder.start("dp[0,1]", OpKind::kAllReduce, 64));
   recorder.start("tp[0,2]", OpKind::kBroadcast, 32);
-  const std::string json = recorder.to_json(3, "watchdog: \"tp\" stuck");
+  const std::string text = recorder.to_json(3, "watchdog: \"tp\" stuck");
+  const nlohmann::json json = nlohmann::json::parse(text);
 
-  EXPECT_NE(json.find("\"rank\": 3"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"reason\": \"watchdog: \\\"tp\\\" stuck\""), std::string::npos) << json;
-  EXPECT_NE(json.find("{\"group\": \"dp[0,1]\", \"issued\": 1, \"completed\": 1}"), std::string::npos)
-      << json;
-  EXPECT_NE(json.find("{\"group\": \"tp[0,2]\", \"issued\": 1, \"completed\": 0}"), std::string::npos)
-      << json;
-  EXPECT_NE(json.find("\"group\": \"dp[0,1]\", \"seq\": 1, \"op\": \"all_reduce\", \"bytes\": 64"),
-            std::string::npos)
-      << json;
-  EXPECT_NE(json.find("\"op\": \"broadcast\", \"bytes\": 32"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"state\": \"completed\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"state\": \"in flight\""), std::string::npos) << json;
-  const std::string tail = "\n  ]\n}\n";
-  ASSERT_GE(json.size(), tail.size());
-  EXPECT_EQ(json.substr(json.size() - tail.size()), tail) << json;
+  EXPECT_EQ(json["rank"], 3) << text;
+  EXPECT_EQ(json["reason"], "watchdog: \"tp\" stuck") << text;
+  ASSERT_EQ(json["groups"].size(), 2u) << text;
+  EXPECT_EQ(json["groups"][0], nlohmann::json({{"group", "dp[0,1]"}, {"issued", 1}, {"completed", 1}}))
+      << text;
+  EXPECT_EQ(json["groups"][1], nlohmann::json({{"group", "tp[0,2]"}, {"issued", 1}, {"completed", 0}}))
+      << text;
+  ASSERT_EQ(json["records"].size(), 2u) << text;
+  const nlohmann::json& done = json["records"][0];
+  EXPECT_EQ(done["group"], "dp[0,1]");
+  EXPECT_EQ(done["seq"], 1);
+  EXPECT_EQ(done["op"], "all_reduce");
+  EXPECT_EQ(done["bytes"], 64);
+  EXPECT_EQ(done["state"], "completed");
+  const nlohmann::json& waiting = json["records"][1];
+  EXPECT_EQ(waiting["op"], "broadcast");
+  EXPECT_EQ(waiting["bytes"], 32);
+  EXPECT_EQ(waiting["state"], "in flight");
+  EXPECT_EQ(text.back(), '\n');  // a file ends with a newline
 }
 
 TEST(FlightRecorder, JsonKeepsGroupLabelsLongerThanAFormatBuffer) {
@@ -142,12 +148,13 @@ TEST(FlightRecorder, JsonKeepsGroupLabelsLongerThanAFormatBuffer) {
   label += "]";
   FlightRecorder recorder(4);
   recorder.start(label, OpKind::kAllReduce, 1024);
-  const std::string json = recorder.to_json(0, "test");
+  const nlohmann::json json = nlohmann::json::parse(recorder.to_json(0, "test"));
 
-  EXPECT_NE(json.find("{\"group\": \"" + label + "\", \"issued\": 1, \"completed\": 0}"), std::string::npos);
-  EXPECT_NE(json.find("\"group\": \"" + label + "\", \"seq\": 1, \"op\": \"all_reduce\", \"bytes\": 1024"),
-            std::string::npos);
-  EXPECT_NE(json.find("\"state\": \"in flight\""), std::string::npos);
+  EXPECT_EQ(json["groups"][0], nlohmann::json({{"group", label}, {"issued", 1}, {"completed", 0}}));
+  EXPECT_EQ(json["records"][0]["group"], label);
+  EXPECT_EQ(json["records"][0]["seq"], 1);
+  EXPECT_EQ(json["records"][0]["bytes"], 1024);
+  EXPECT_EQ(json["records"][0]["state"], "in flight");
 }
 
 TEST(HangReport, EncodeDecodeRoundTrip) {
@@ -263,8 +270,8 @@ TEST(HangReport, DiagnosesARankWaitingInAnotherCollective) {
   rank1.waiting = w;
   rank1.waiting_s = 550.0;
   const std::vector<std::string> lines = diagnose_hang(stuck_all_reduce(rank1), 600.0);
-  EXPECT_TRUE(
-      has_line_with(lines, {"rank 1 is behind", "issued 11 of 12", "oldest unfinished operation is broadcast #3 on tp[1,5]"}))
+  EXPECT_TRUE(has_line_with(lines, {"rank 1 is behind", "issued 11 of 12",
+                                    "oldest unfinished operation is broadcast #3 on tp[1,5]"}))
       << joined(lines);
   EXPECT_FALSE(has_line_with(lines, {"in no collective"})) << joined(lines);
 }

@@ -15,7 +15,6 @@ namespace {
 
 using atl::optim::outer::Codec;
 using atl::optim::outer::codec_name;
-using atl::optim::outer::codec_named;
 using atl::optim::outer::decode;
 using atl::optim::outer::encode;
 using atl::optim::outer::encoded_bytes;
@@ -66,21 +65,6 @@ double expect_within_block_bound(const at::Tensor& x, const at::Tensor& decoded,
 
 int levels_of(Codec codec) {
   return codec == Codec::kInt8 ? 255 : 15;
-}
-
-TEST(OuterCodecNames, RoundTripAndRejectUnknown) {
-  for (Codec codec : kAllCodecs) EXPECT_EQ(codec_named(codec_name(codec)), codec);
-  EXPECT_STREQ(codec_name(Codec::kInt4), "int4");
-  try {
-    codec_named("int3");
-    FAIL() << "codec_named(\"int3\") did not throw";
-  } catch (const std::invalid_argument& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("int3"), std::string::npos) << message;
-    EXPECT_NE(message.find("none, fp16, bf16, int8, int4"), std::string::npos) << message;
-  }
-  EXPECT_THROW(codec_named("INT8"), std::invalid_argument);
-  EXPECT_THROW(codec_named(""), std::invalid_argument);
 }
 
 TEST(OuterCodec, EncodedBytesFormulaAndTensorSize) {

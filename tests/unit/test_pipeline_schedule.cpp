@@ -236,7 +236,6 @@ TEST(PipelineSchedule, RejectsShapesItCannotRun) {
   EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, {0, 2, 4, 2}),
                std::invalid_argument);  // v without interleaved
   EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {0, 1, 4, 2}), std::invalid_argument);  // one stage
-  EXPECT_THROW(schedule_kind("zero-bubble"), std::invalid_argument);
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 // of model state, DeepSpeed's headline table and Megatron's analytic tensor-parallel traffic.
 #include <gtest/gtest.h>
 
+#include "launcher/plan.h"
 #include "parallel/flat_parameters.h"
-#include "runtime/llama.h"
-#include "runtime/plan.h"
+#include "runtime/model/llama.h"
 
-namespace atl::runtime {
+namespace atl::launcher {
 namespace {
+
+using namespace atl::runtime;  // the config and model the launcher's back ends read
 
 Config llama2_7b(int pp, int dp, int tp) {
   Config c;
@@ -83,9 +85,9 @@ TEST(Plan, TensorParallelTrafficIsMegatronsAnalyticFigure) {
 
 TEST(Plan, OneFOneBKeepsFewerActivationsThanGPipe) {
   Config c = llama2_7b(4, 1, 1);
-  c.parallel.schedule = "gpipe";
+  c.parallel.schedule = PipelineSchedule::kGPipe;
   const double gpipe = make_plan(c).stages[0].activation_bytes;
-  c.parallel.schedule = "1f1b";
+  c.parallel.schedule = PipelineSchedule::kOneFOneB;
   EXPECT_DOUBLE_EQ(make_plan(c).stages[0].activation_bytes, gpipe / 4);  // 4 of 16 microbatches alive
   EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);    // 32 layers over 3 stages
 }
@@ -96,20 +98,20 @@ TEST(Plan, IslandsSendTheModelOncePerRoundAtTheCodecsWidth) {
   c.parallel.islands = 4;
   c.train.global_batch = 4 * 4 * 8;
   const double owned = static_cast<double>(make_plan(c).stages[0].parameters) / 8;  // ZeRO-1 over dp 8
-  c.outer.algorithm = "none";  // gradients across islands every step: 2(k-1)/k of fp32
+  c.outer.algorithm = OuterAlgorithm::kNone;  // gradients across islands every step: 2(k-1)/k of fp32
   EXPECT_DOUBLE_EQ(make_plan(c).stages[0].outer_bytes_per_step, 1.5 * 4 * owned);
   EXPECT_EQ(make_plan(c).stages[0].outer_state_bytes, 0.0);
-  c.outer.algorithm = "diloco";
+  c.outer.algorithm = OuterAlgorithm::kDiLoCo;
   c.outer.inner_steps = 50;
   const StagePlan diloco = make_plan(c).stages[0];
   EXPECT_DOUBLE_EQ(diloco.outer_state_bytes, 8 * owned) << "phi and momentum for the owned shard";
   EXPECT_DOUBLE_EQ(diloco.outer_bytes_per_sync, 1.5 * 4 * owned);
   EXPECT_DOUBLE_EQ(diloco.outer_bytes_per_step, 1.5 * 4 * owned / 50);
-  c.outer.compression = "int8";
+  c.outer.compression = optim::outer::Codec::kInt8;
   EXPECT_NEAR(make_plan(c).stages[0].outer_bytes_per_sync, 1.5 * owned * (1 + 8.0 / 256), 1e-6 * owned);
-  c.outer.algorithm = "noloco";  // phi and Delta to one partner
+  c.outer.algorithm = OuterAlgorithm::kNoLoCo;  // phi and Delta to one partner
   EXPECT_NEAR(make_plan(c).stages[0].outer_bytes_per_sync, 2 * owned * (1 + 8.0 / 256), 1e-6 * owned);
 }
 
 }  // namespace
-}  // namespace atl::runtime
+}  // namespace atl::launcher

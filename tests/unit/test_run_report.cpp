@@ -9,30 +9,20 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/config.h"
-#include "runtime/run_report.h"
+#include "launcher/loss_plot.h"
+#include "launcher/run_summary.h"
+#include "runtime/config/config.h"
+#include "runtime/metrics/metrics.h"
+#include "tests/temp_dir_test.h"
 
-namespace atl::runtime {
+namespace atl::launcher {
 namespace {
+
+using namespace atl::runtime;  // the config and model the launcher's back ends read
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test (mkdtemp, so concurrent test runs never share files).
-class RunReport : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "atoll-run-report-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(fs::path(dir_) / name) << text;
-  }
-
-  std::string dir_;
-};
+class RunReport : public atl::test::TempDirTest {};
 
 // A step record as the trainer writes it (to_json's fields, numbers as %.17g would).
 std::string step_record(int step, const std::string& loss, double tokens_per_s, double step_s,
@@ -102,11 +92,11 @@ TEST_F(RunReport, SummarisesTheHistoryTheFinalModelCameFrom) {
   Config config;
   config.train.global_batch = 8;
   config.model.seq = 64;
-  write("config.yaml", config_to_yaml(config));
-  write("metrics.jsonl", crashed_run_log());
-  const RunSummary s = summarize_run(dir_);
+  write_file("config.yaml", config_to_yaml(config));
+  write_file("metrics.jsonl", crashed_run_log());
+  const RunSummary s = summarize_run(dir_.string());
 
-  EXPECT_EQ(s.run_dir, dir_);
+  EXPECT_EQ(s.run_dir, dir_.string());
   EXPECT_EQ(s.steps, 10);
   ASSERT_TRUE(s.tokens.has_value());
   EXPECT_EQ(*s.tokens, 10 * 8 * 64);
@@ -160,9 +150,9 @@ TEST_F(RunReport, SummarisesTheHistoryTheFinalModelCameFrom) {
 
 TEST_F(RunReport, TableAlignsEveryValue) {
   Config config;
-  write("config.yaml", config_to_yaml(config));
-  write("metrics.jsonl", crashed_run_log());
-  const std::string table = summary_table(summarize_run(dir_));
+  write_file("config.yaml", config_to_yaml(config));
+  write_file("metrics.jsonl", crashed_run_log());
+  const std::string table = summary_table(summarize_run(dir_.string()));
   for (const char* expected :
        {"steps completed", "tokens ", "40,960", "first 4.9000 (step 1), final 4.0000 (step 10)",
         "final 4.3000 (step 10), best 4.2500 (step 8)", "median 4000, mean 5000 over 7 steps", "mean 50.0%",
@@ -174,7 +164,7 @@ TEST_F(RunReport, TableAlignsEveryValue) {
   std::istringstream lines(table);
   std::string line;
   std::getline(lines, line);
-  const size_t column = line.find(dir_);
+  const size_t column = line.find(dir_.string());
   ASSERT_NE(column, std::string::npos);
   do {
     ASSERT_GT(line.size(), column) << line;
@@ -184,8 +174,8 @@ TEST_F(RunReport, TableAlignsEveryValue) {
 }
 
 TEST_F(RunReport, LossCurveHasAPointPerFiniteStepAndMarksTheRestartAndPreemption) {
-  write("metrics.jsonl", crashed_run_log());
-  const std::string svg = loss_curve_svg(summarize_run(dir_));
+  write_file("metrics.jsonl", crashed_run_log());
+  const std::string svg = loss_curve_svg(summarize_run(dir_.string()));
   expect_well_formed(svg);
   EXPECT_EQ(polyline_points(svg, "train-loss"), 9u);  // steps 1-10 but the nan of step 5
   EXPECT_EQ(polyline_points(svg, "val-loss"), 3u);
@@ -198,8 +188,8 @@ TEST_F(RunReport, LossCurveHasAPointPerFiniteStepAndMarksTheRestartAndPreemption
 TEST_F(RunReport, LossCurveOfAFiniteRunHasAPointPerStep) {
   std::string log;
   for (int step = 1; step <= 50; ++step) log += step_record(step, std::to_string(5.0 - 0.05 * step), 1000, 1);
-  write("metrics.jsonl", log + "{\"step\":50,\"val_loss\":2.5,\"val_loss_outer\":2.4}\n");
-  const RunSummary s = summarize_run(dir_);
+  write_file("metrics.jsonl", log + "{\"step\":50,\"val_loss\":2.5,\"val_loss_outer\":2.4}\n");
+  const RunSummary s = summarize_run(dir_.string());
   EXPECT_FALSE(s.tokens.has_value());  // no config.yaml
   EXPECT_TRUE(s.notes.empty());
   const std::string svg = loss_curve_svg(s);
@@ -264,12 +254,34 @@ TEST_F(RunReport, RefusesWhatIsNotARunDirectoryNamingTheFix) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(dir_ + "/missing").find("does not exist"), std::string::npos);
-  EXPECT_NE(message(dir_).find("has no metrics.jsonl; is it a run directory (run.dir of the config)?"),
-            std::string::npos);
-  write("metrics.jsonl", "{\"event\":\"start\",\"step\":0,\"world_size\":1}\n{\"step\":1,\"lo");
-  EXPECT_NE(message(dir_).find("has no step records"), std::string::npos);
+  EXPECT_NE(message(dir_.string() + "/missing").find("does not exist"), std::string::npos);
+  EXPECT_NE(
+      message(dir_.string()).find("has no metrics.jsonl; is it a run directory (run.dir of the config)?"),
+      std::string::npos);
+  write_file("metrics.jsonl", "{\"event\":\"start\",\"step\":0,\"world_size\":1}\n{\"step\":1,\"lo");
+  EXPECT_NE(message(dir_.string()).find("has no step records"), std::string::npos);
+}
+
+// The writer (runtime/metrics) and this reader agree: a NaN loss is written as null, and read back
+// as NaN; finite values come back exactly.
+TEST(RunReportReader, ReadsWhatTheTrainerWrites) {
+  StepMetrics nan_step;
+  nan_step.step = 1;
+  nan_step.loss = std::nan("");
+  nan_step.skipped = true;
+  StepMetrics finite_step;
+  finite_step.step = 2;
+  finite_step.loss = 5.6183815002441406;
+  const std::string nan_line = to_json(nan_step).str();
+  EXPECT_NE(nan_line.find("\"loss\":null"), std::string::npos) << nan_line;
+  std::istringstream log(nan_line + "\n" + to_json(finite_step).str() + "\n");
+  const RunSummary s = summarize_metrics(log);
+  ASSERT_EQ(s.train_loss.size(), 2u);
+  EXPECT_TRUE(std::isnan(s.train_loss[0].loss));
+  EXPECT_EQ(s.train_loss[1].loss, 5.6183815002441406);
+  EXPECT_EQ(s.skipped_steps, std::vector<int64_t>{1});
+  EXPECT_TRUE(s.notes.empty());
 }
 
 }  // namespace
-}  // namespace atl::runtime
+}  // namespace atl::launcher

@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "checkpoint/crc32c.h"
-#include "runtime/tensorboard.h"
-#include "runtime/tensorboard_event.pb.h"
+#include "runtime/metrics/tensorboard.h"
+#include "runtime/metrics/tensorboard_event.pb.h"
+#include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
 using atl::runtime::read_tensorboard_scalars;
@@ -27,17 +28,7 @@ using atl::runtime::TensorBoardWriter;
 
 namespace {
 
-class TensorBoardTest : public testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "atoll-tensorboard-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-};
+class TensorBoardTest : public atl::test::TempDirTest {};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,0 +1,91 @@
+#include "launcher/job_launch.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/process_exit.h"
+
+namespace atl::launcher {
+
+LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const char* slurm_job_id) {
+  if (hostfile) return LaunchMode::kHostfile;
+  if (slurm_flag) return LaunchMode::kSlurm;
+  if (mpirun_flag) return LaunchMode::kLocal;
+  return slurm_job_id && *slurm_job_id ? LaunchMode::kSlurm : LaunchMode::kLocal;
+}
+
+std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
+  std::vector<std::string> command;
+  if (r.mode == LaunchMode::kSlurm) {
+    // srun places the tasks on the allocation's nodes; one failed task ends the step, as mpirun does.
+    command = {"srun", "--ntasks=" + std::to_string(r.ranks), "--kill-on-bad-exit=1"};
+  } else {
+    command = {"mpirun", "-np", std::to_string(r.ranks)};
+    if (r.as_root) command.push_back("--allow-run-as-root");
+    command.insert(command.end(), {"-x", "ATOLL_PROGRESS"});  // mpirun passes only what it is told
+    if (r.mode == LaunchMode::kHostfile) {
+      command.push_back("--hostfile");
+      command.push_back(r.hostfile);
+    } else if (r.ranks > r.cores) {
+      command.insert(command.end(), {"--oversubscribe", "--bind-to", "none"});
+    }
+  }
+  command.insert(command.end(), r.extra_args.begin(), r.extra_args.end());
+  return command;
+}
+
+std::string to_line(const RankExit& e) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "rank " << e.rank << " pid " << e.pid << " host " << e.host << (e.signaled ? " signal " : " code ")
+      << e.code << " time " << e.time_s << "\n";
+  return out.str();
+}
+
+std::optional<RankExit> rank_exit_from_line(const std::string& line) {
+  std::istringstream in(line);
+  RankExit e;
+  std::string rank, pid, host, kind, time;
+  if (!(in >> rank >> e.rank >> pid >> e.pid >> host >> e.host >> kind >> e.code >> time >> e.time_s))
+    return std::nullopt;
+  if (rank != "rank" || pid != "pid" || host != "host" || time != "time" ||
+      (kind != "signal" && kind != "code"))
+    return std::nullopt;
+  e.signaled = kind == "signal";
+  return e;
+}
+
+std::string exit_record_path(const std::string& run_dir, int rank) {
+  return run_dir + "/logs/rank-" + std::to_string(rank) + ".exit";
+}
+
+std::vector<RankExit> read_rank_exits(const std::string& run_dir) {
+  std::vector<RankExit> exits;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/logs", error)) {
+    if (entry.path().extension() != ".exit") continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::getline(in, line);
+    if (const std::optional<RankExit> e = rank_exit_from_line(line)) exits.push_back(*e);
+  }
+  return exits;
+}
+
+std::optional<RankExit> first_failure(const std::vector<RankExit>& exits) {
+  std::optional<RankExit> first;
+  for (const RankExit& e : exits)
+    if (e.failed() && (!first || e.time_s < first->time_s)) first = e;
+  return first;
+}
+
+std::string describe(const RankExit& e) {
+  std::string out =
+      "rank " + std::to_string(e.rank) + " (pid " + std::to_string(e.pid) + " on " + e.host + ") ";
+  if (!e.signaled) return out + "exited with code " + std::to_string(e.code);
+  return out + "was killed by signal " + std::to_string(e.code) + " (" + runtime::signal_name(e.code) + ")";
+}
+
+}  // namespace atl::launcher

@@ -1,0 +1,52 @@
+// What `atoll launch` runs and how it reads a failed job: the launcher command line for each mode
+// (mpirun on this host, mpirun over a hostfile, srun inside a Slurm allocation), each rank wrapped in
+// `atoll supervise`, and the exit records the supervisors leave in <run dir>/logs/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace atl::launcher {
+
+enum class LaunchMode { kLocal, kHostfile, kSlurm };
+
+struct LaunchRequest {
+  LaunchMode mode = LaunchMode::kLocal;
+  int ranks = 1;
+  std::string hostfile;                 // kHostfile
+  std::vector<std::string> extra_args;  // after --: passed to mpirun/srun unchanged
+  bool as_root = false;                 // mpirun refuses root without --allow-run-as-root
+  int cores = 1;                        // of this host, for --oversubscribe in local mode
+};
+
+// The mode for the options given: --hostfile wins, then --slurm, then --mpirun; with none of them,
+// Slurm when SLURM_JOB_ID is set (`slurm_job_id`), else local.
+LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const char* slurm_job_id);
+
+// `mpirun ...` or `srun ...`, ending just before the per-rank command.
+std::vector<std::string> launcher_prefix(const LaunchRequest& request);
+
+// One rank's exit as its supervisor recorded it.
+struct RankExit {
+  int rank = -1;
+  long pid = 0;
+  std::string host;
+  bool signaled = false;
+  int code = 0;         // the exit code, or the signal number when signaled
+  double time_s = 0.0;  // wall-clock seconds since the epoch
+  bool failed() const { return signaled || code != 0; }
+};
+
+std::string to_line(const RankExit& exit);
+std::optional<RankExit> rank_exit_from_line(const std::string& line);
+std::string exit_record_path(const std::string& run_dir, int rank);
+// Every rank-N.exit in <run dir>/logs; unreadable records are skipped.
+std::vector<RankExit> read_rank_exits(const std::string& run_dir);
+// The failure that came first in time (the cause; later ones are usually its consequences).
+std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
+// "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
+std::string describe(const RankExit& exit);
+
+}  // namespace atl::launcher

@@ -1,0 +1,221 @@
+#include "launcher/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "optim/outer/codec.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/stage_layout.h"
+#include "runtime/metrics/metrics.h"
+#include "runtime/model/llama.h"
+
+namespace atl::launcher {
+namespace {
+
+namespace pipe = parallel::pipeline;
+using runtime::Config;
+using runtime::format_bytes;
+using runtime::LlamaModel;
+using runtime::ModelPart;
+using runtime::name_of;
+using runtime::OuterConfig;
+using runtime::padded_vocab;
+using runtime::ParallelConfig;
+
+double ring_all_reduce(double bytes, int n) {
+  return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0;
+}
+double ring_half(double bytes, int n) {  // reduce-scatter or all-gather
+  return n > 1 ? static_cast<double>(n - 1) / n * bytes : 0.0;
+}
+
+// Bytes of one value in the compute dtype.
+double compute_bytes(const Config& c) {
+  return runtime::element_bytes(c.train.precision);
+}
+
+// Bytes of activations one decoder layer keeps for one microbatch.
+double layer_activation_bytes(const Config& c, int64_t microbatch) {
+  const double s = c.model.seq, b = static_cast<double>(microbatch), h = c.model.dim, a = c.model.heads;
+  const double t = c.parallel.tp;
+  const double values = c.parallel.sequence_parallel ? s * b * h * (34.0 + 5.0 * a * s / h) / t
+                                                     : s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+  return compute_bytes(c) / 2.0 * values;  // the formula counts 2-byte values
+}
+
+}  // namespace
+
+double mixed_precision_state_bytes_per_parameter(int zero_stage, int dp) {
+  const double n = dp;
+  switch (zero_stage) {
+    case 0:
+      return 16.0;
+    case 1:
+      return 4.0 + 12.0 / n;
+    case 2:
+      return 2.0 + 14.0 / n;
+    default:
+      return 16.0 / n;
+  }
+}
+
+namespace {
+
+// The outer optimizer's state and exchange for `owned` elements per rank (IslandExchange's volume:
+// 2(k-1)/k of the encoded tensor per average; NoLoCo sends phi and Delta to each partner).
+void plan_outer(const Config& c, double owned, StagePlan& s) {
+  const OuterConfig& o = c.outer;
+  const int k = c.parallel.islands;
+  const bool outer_optimizer = o.algorithm != runtime::OuterAlgorithm::kNone;
+  if (outer_optimizer) s.outer_state_bytes = 8.0 * owned;
+  if (k == 1) return;
+  const double encoded =
+      static_cast<double>(optim::outer::encoded_bytes(o.compression, static_cast<int64_t>(owned)));
+  const double average = 2.0 * (k - 1) / k * encoded;
+  if (!outer_optimizer) {
+    s.outer_bytes_per_sync = s.outer_bytes_per_step = 2.0 * (k - 1) / k * 4.0 * owned;
+    return;
+  }
+  // Streaming syncs each fragment once per H steps: the whole model per H, as DiLoCo.
+  s.outer_bytes_per_sync =
+      o.algorithm == runtime::OuterAlgorithm::kNoLoCo ? 2.0 * (o.group_size - 1) * encoded : average;
+  s.outer_bytes_per_step = s.outer_bytes_per_sync / o.inner_steps;
+}
+
+}  // namespace
+
+Plan make_plan(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  const int world = p.islands * p.pp * p.dp * p.tp;
+  const std::vector<std::string> problems = validate_layout(c, world);
+  if (!problems.empty()) {
+    std::string joined;
+    for (const std::string& line : problems) joined += (joined.empty() ? "" : "\n") + line;
+    throw std::invalid_argument(joined);
+  }
+  const int v = p.chunks_per_stage();
+  const std::vector<pipe::LayerRange> ranges =
+      pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
+  const pipe::ScheduleKind kind = pipe::schedule_on_stages(p.schedule, p.pp);
+  const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.islands) * p.dp * p.microbatches);
+  const double hidden_bytes = compute_bytes(c) * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
+  const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;
+  const int64_t vocab_rows = padded_vocab(c.model.vocab, p.tp) / p.tp;
+
+  Plan plan;
+  plan.world_size = world;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    const pipe::PipelineShape shape{stage, p.pp, p.microbatches, v};
+    StagePlan s;
+    s.stage = stage;
+    int layers = 0, tp_collectives = 0;  // per microbatch
+    double pp_messages = 0;
+    for (int chunk = 0; chunk < v; ++chunk) {
+      const pipe::LayerRange& r = ranges[shape.virtual_stage(chunk)];
+      const ModelPart part{r.first, r.end, shape.is_first(chunk), shape.is_last(chunk)};
+      for (const parallel::ParamInfo& info : LlamaModel::param_infos(c.model, p.tp, part)) {
+        int64_t n = 1;
+        for (int64_t d : info.shape) n *= d;
+        s.parameters += n;
+      }
+      layers += r.count();
+      // Per layer two tensor-parallel exits forward and two entries backward; the embedding's
+      // exit forward and the head's entry backward.
+      tp_collectives += 4 * r.count() + (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
+      pp_messages += (shape.is_last(chunk) ? 0 : 1) + (shape.is_first(chunk) ? 0 : 1);
+    }
+    const double params = static_cast<double>(s.parameters), n = p.dp;
+    // As ShardedDataParallel allocates them: ZeRO-1 keeps the full gradient buffer that backward
+    // fills and the reduce-scattered piece it owns; ZeRO-2/3 free a bucket's gradients once
+    // reduce-scattered (between steps only the piece remains); ZeRO-3 keeps only its piece of the
+    // parameters.
+    // Gradients are fp32 in either precision; bf16 adds 4-byte fp32 master weights to the optimizer.
+    const double master = c.train.precision == runtime::Precision::kBf16 ? 4.0 : 0.0;
+    s.parameter_bytes = compute_bytes(c) * params / (p.zero >= 3 ? n : 1.0);
+    s.gradient_bytes = p.zero == 0 ? 4.0 * params : 4.0 * params / n + (p.zero == 1 ? 4.0 * params : 0.0);
+    s.optimizer_bytes = (8.0 + master) * params / (p.zero >= 1 ? n : 1.0);
+
+    // Chunk-microbatches alive at the peak: GPipe all, 1F1B and interleaved their warmup plus one.
+    const int alive = std::min(pipe::warmup_forwards(kind, shape) + 1, p.microbatches * v);
+    s.activation_bytes = alive * (static_cast<double>(layers) / v) * layer_activation_bytes(c, microbatch);
+    if (shape.is_last(v - 1))  // fp32 logits and their softmax for the microbatch being backpropagated
+      s.activation_bytes += 2.0 * 4.0 * static_cast<double>(microbatch) * c.model.seq * vocab_rows;
+
+    // Stage 0 all-reduces once; 1 reduce-scatters once, 2-3 once per microbatch; 1-2 all-gather
+    // the updated parameters once, 3 gathers each unit before its forward and its backward.
+    const double reduced = runtime::element_bytes(p.reduce_dtype) * params,
+                 gathered = compute_bytes(c) * params;
+    const int reduce_scatters = p.zero >= 2 ? p.microbatches : 1;
+    const int gathers = p.zero >= 3 ? 2 * p.microbatches : 1;
+    s.dp_bytes = p.zero == 0
+                     ? ring_all_reduce(reduced, p.dp)
+                     : reduce_scatters * ring_half(reduced, p.dp) + gathers * ring_half(gathered, p.dp);
+    s.tp_bytes = p.microbatches * tp_collectives * ring_all_reduce(hidden_bytes, p.tp);
+    s.pp_bytes = p.microbatches * pp_messages * activation_message;
+    if (c.model.tie_embeddings && p.pp > 1 && (stage == 0 || stage == p.pp - 1))
+      s.embedding_bytes = ring_all_reduce(4.0 * static_cast<double>(vocab_rows) * c.model.dim, 2);
+    plan_outer(c, params / (p.zero >= 1 ? n : 1.0), s);
+    plan.stages.push_back(s);
+  }
+  return plan;
+}
+
+std::string format_plan(const Config& c, const Plan& plan) {
+  const ParallelConfig& p = c.parallel;
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "plan: %d ranks = islands %d x pp %d x dp %d x tp %d, ZeRO stage %d, %d microbatches (%s)\n",
+                plan.world_size, p.islands, p.pp, p.dp, p.tp, p.zero, p.microbatches,
+                p.pp > 1 ? std::string(name_of(p.schedule)).c_str() : "no pipeline");
+  out += line;
+  out += "per rank of each stage (" + std::string(name_of(c.train.precision)) +
+         " training, fp32 gradients; activations estimated, no recomputation):\n";
+  std::snprintf(line, sizeof line, "%5s %12s %11s %11s %11s %11s %11s\n", "stage", "parameters", "params",
+                "grads", "optimizer", "state", "activations");
+  out += line;
+  for (const StagePlan& s : plan.stages) {
+    std::snprintf(line, sizeof line, "%5d %12lld %11s %11s %11s %11s %11s\n", s.stage,
+                  static_cast<long long>(s.parameters), format_bytes(s.parameter_bytes).c_str(),
+                  format_bytes(s.gradient_bytes).c_str(), format_bytes(s.optimizer_bytes).c_str(),
+                  format_bytes(s.model_state_bytes()).c_str(), format_bytes(s.activation_bytes).c_str());
+    out += line;
+  }
+  out += "bytes each rank sends per step, by group:\n";
+  std::snprintf(line, sizeof line, "%5s %11s %11s %11s %11s\n", "stage", "dp", "tp", "pp", "embedding");
+  out += line;
+  for (const StagePlan& s : plan.stages) {
+    std::snprintf(line, sizeof line, "%5d %11s %11s %11s %11s\n", s.stage, format_bytes(s.dp_bytes).c_str(),
+                  format_bytes(s.tp_bytes).c_str(), format_bytes(s.pp_bytes).c_str(),
+                  format_bytes(s.embedding_bytes).c_str());
+    out += line;
+  }
+  const bool outer_optimizer = c.outer.algorithm != runtime::OuterAlgorithm::kNone;
+  if (p.islands > 1 || outer_optimizer) {
+    std::snprintf(line, sizeof line, "islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n",
+                  p.islands, std::string(name_of(c.outer.algorithm)).c_str(),
+                  outer_optimizer ? c.outer.inner_steps : 1, optim::outer::codec_name(c.outer.compression));
+    out += line;
+    std::snprintf(line, sizeof line, "%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync",
+                  "per step");
+    out += line;
+    for (const StagePlan& s : plan.stages) {
+      std::snprintf(line, sizeof line, "%5d %13s %13s %13s\n", s.stage,
+                    format_bytes(s.outer_state_bytes).c_str(), format_bytes(s.outer_bytes_per_sync).c_str(),
+                    format_bytes(s.outer_bytes_per_step).c_str());
+      out += line;
+    }
+  }
+  std::snprintf(line, sizeof line,
+                "model state per parameter per rank in mixed precision at dp %d (DeepSpeed): DDP %.2f B, "
+                "ZeRO-1 %.2f B, ZeRO-2 %.2f B, ZeRO-3 %.2f B\n",
+                p.dp, mixed_precision_state_bytes_per_parameter(0, p.dp),
+                mixed_precision_state_bytes_per_parameter(1, p.dp),
+                mixed_precision_state_bytes_per_parameter(2, p.dp),
+                mixed_precision_state_bytes_per_parameter(3, p.dp));
+  out += line;
+  return out;
+}
+
+}  // namespace atl::launcher

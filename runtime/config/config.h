@@ -1,0 +1,258 @@
+// Experiment configuration (DESIGN §9): one YAML file with typed sections, `--set section.key=value`
+// overrides, and validation that reports every problem, one line each, naming the field, the value
+// and the fix.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "optim/lr_schedule.h"
+#include "optim/outer/codec.h"
+#include "parallel/pipeline/schedule.h"
+#include "runtime/config/choices.h"
+
+namespace atl::runtime {
+
+// ---- The enum-like fields, each with its YAML spellings (choices.h) ---------------------------------
+
+// train.precision and parallel.reduce_dtype.
+enum class Precision { kFp32, kBf16 };
+template <>
+struct Choices<Precision> {
+  static constexpr std::array<Choice<Precision>, 2> list{
+      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}};
+};
+// Bytes of one element in `precision`.
+constexpr int element_bytes(Precision precision) {
+  return precision == Precision::kBf16 ? 2 : 4;
+}
+
+using PipelineSchedule = parallel::pipeline::ScheduleKind;
+template <>
+struct Choices<PipelineSchedule> {
+  static constexpr std::array<Choice<PipelineSchedule>, 3> list{
+      {{PipelineSchedule::kGPipe, "gpipe"},
+       {PipelineSchedule::kOneFOneB, "1f1b"},
+       {PipelineSchedule::kInterleaved, "interleaved"}}};
+};
+
+// train.on_nonfinite.
+enum class NonFiniteAction { kSkip, kStop };
+template <>
+struct Choices<NonFiniteAction> {
+  static constexpr std::array<Choice<NonFiniteAction>, 2> list{
+      {{NonFiniteAction::kSkip, "skip"}, {NonFiniteAction::kStop, "stop"}}};
+};
+
+template <>
+struct Choices<optim::LrDecay> {
+  static constexpr std::array<Choice<optim::LrDecay>, 3> list{{{optim::LrDecay::kCosine, "cosine"},
+                                                               {optim::LrDecay::kConstant, "constant"},
+                                                               {optim::LrDecay::kWsd, "wsd"}}};
+};
+
+// checkpoint.mode.
+enum class CheckpointMode { kSync, kAsync, kAsyncLazy };
+template <>
+struct Choices<CheckpointMode> {
+  static constexpr std::array<Choice<CheckpointMode>, 3> list{{{CheckpointMode::kSync, "sync"},
+                                                               {CheckpointMode::kAsync, "async"},
+                                                               {CheckpointMode::kAsyncLazy, "async_lazy"}}};
+};
+
+// outer.algorithm.
+enum class OuterAlgorithm { kNone, kDiLoCo, kStreamingDiLoCo, kNoLoCo };
+template <>
+struct Choices<OuterAlgorithm> {
+  static constexpr std::array<Choice<OuterAlgorithm>, 4> list{
+      {{OuterAlgorithm::kNone, "none"},
+       {OuterAlgorithm::kDiLoCo, "diloco"},
+       {OuterAlgorithm::kStreamingDiLoCo, "streaming_diloco"},
+       {OuterAlgorithm::kNoLoCo, "noloco"}}};
+};
+
+// outer.compression: the codecs' own names (optim/outer/codec.h).
+template <>
+struct Choices<optim::outer::Codec> {
+  using Codec = optim::outer::Codec;
+  static constexpr std::array<Choice<Codec>, 5> list{
+      {{Codec::kNone, optim::outer::codec_name(Codec::kNone)},
+       {Codec::kFp16, optim::outer::codec_name(Codec::kFp16)},
+       {Codec::kBf16, optim::outer::codec_name(Codec::kBf16)},
+       {Codec::kInt8, optim::outer::codec_name(Codec::kInt8)},
+       {Codec::kInt4, optim::outer::codec_name(Codec::kInt4)}}};
+};
+
+// ---- The sections --------------------------------------------------------------------------------
+
+struct RunConfig {
+  std::string dir = "runs/default";
+  int64_t seed = 1234;
+  int threads = 0;  // 0: cores of the node / ranks on the node
+};
+
+struct ModelConfig {
+  int vocab = 256;
+  int dim = 256;
+  int layers = 4;
+  int heads = 8;
+  int kv_heads = 8;
+  int ffn = 688;
+  int seq = 256;
+  bool tie_embeddings = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+  // A safetensors file of canonical weights (atoll ckpt export) to start from; YAML "none": none.
+  std::string init_from = kNoInitialWeights;
+  static constexpr const char* kNoInitialWeights = "none";
+  bool starts_from_file() const { return init_from != kNoInitialWeights; }
+};
+
+struct ParallelConfig {
+  int islands = 1;
+  int pp = 1;
+  int dp = 1;
+  int tp = 1;
+  int zero = 0;
+  int microbatches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  int virtual_stages = 1;
+  double bucket_mb = 25.0;
+  Precision reduce_dtype = Precision::kFp32;  // the dtype the data-parallel gradient reduction runs in
+  bool sequence_parallel = false;             // Megatron-SP over the tp group
+  std::vector<int> stage_layers;              // layers per virtual stage; empty: an even split
+
+  // Model chunks each pipeline rank runs: virtual_stages under interleaved 1F1B with pp >= 2, else 1.
+  int chunks_per_stage() const {
+    return schedule == PipelineSchedule::kInterleaved && pp > 1 ? virtual_stages : 1;
+  }
+};
+
+struct TrainConfig {
+  int steps = 200;
+  int global_batch = 16;
+  int log_every = 10;
+  int eval_every = 50;  // 0: never
+  int eval_sequences = 32;
+  // bf16: bf16 parameters and activations for compute, with fp32 gradients, master weights and
+  // optimizer state (mixed precision).
+  Precision precision = Precision::kFp32;
+  // A non-finite loss or gradient norm: skip (drop the step's update, count it, go on) | stop (commit
+  // a checkpoint of the state before the step and exit with an error).
+  NonFiniteAction on_nonfinite = NonFiniteAction::kStop;
+};
+
+struct OptimConfig {
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int warmup = 20;
+  double beta1 = 0.9;  // YAML: betas: [beta1, beta2]
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0: off
+  optim::LrDecay schedule = optim::LrDecay::kCosine;
+};
+
+struct DataConfig {
+  std::string train = "data/pydocs/train.bin";
+  std::string val = "data/pydocs/val.bin";
+};
+
+// Checkpointing (DESIGN §7): where, how often, how many to keep, and what to resume from.
+struct CheckpointConfig {
+  std::string dir = kDirInRun;  // auto: <run.dir>/checkpoints
+  static constexpr const char* kDirInRun = "auto";
+  int every = 0;       // save after every `every` steps and after the last one; 0: never
+  int keep = 3;        // committed checkpoints kept (the newest is never deleted)
+  int keep_every = 0;  // also keep every checkpoint whose step is a multiple of this; 0: none
+  // sync: the trainer waits for the write; async: a copy to host memory, written in the background;
+  // async_lazy: the copy too is deferred until the next step changes the state (DESIGN §7).
+  CheckpointMode mode = CheckpointMode::kSync;
+  // auto: the newest valid checkpoint in dir, if any | none | a checkpoint directory.
+  std::string resume = kResumeNewest;
+  static constexpr const char* kResumeNewest = "auto";
+  static constexpr const char* kResumeNone = "none";
+  bool resumes_newest() const { return resume == kResumeNewest; }
+  bool resumes() const { return resume != kResumeNone; }
+};
+
+// Islands (DESIGN §6): the outer optimizer that synchronises parallel.islands replicas of the model.
+// Defaults are the papers': DiLoCo lr 0.7, momentum 0.9, Nesterov; NoLoCo momentum 0.5, gamma = lr
+// (applied when those fields are not given).
+struct OuterConfig {
+  // none: islands > 1 average gradients every step (synchronous data parallelism across islands);
+  // diloco | streaming_diloco | noloco: islands train alone for inner_steps steps between syncs.
+  OuterAlgorithm algorithm = OuterAlgorithm::kNone;
+  int inner_steps = 50;  // H
+  double lr = 0.7;
+  double momentum = 0.9;
+  bool nesterov = true;
+  int fragments = 1;     // streaming: P fragments of strided layers, one synced every H/P steps
+  int delay = 0;         // streaming: tau < H/P steps the exchange overlaps before its result is applied
+  double mix = 0.5;      // streaming: theta = mix*theta + (1-mix)*phi when a fragment's result lands
+  int group_size = 2;    // noloco: islands per gossip group
+  double gamma = 0.7;    // noloco: pull of phi towards the group mean
+  bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
+  optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
+  double simulated_bandwidth_mbps = 0.0;  // > 0: the outer exchange is delayed as over such a link
+  double simulated_latency_ms = 0.0;      // per message on the simulated link
+};
+
+// Collective health (DESIGN §3): every collective is recorded in a flight-recorder ring, and a
+// watchdog aborts the job when one waits longer than timeout_s.
+struct CommConfig {
+  double timeout_s = 600.0;  // longest a collective may wait before every rank aborts with a dump
+  int flight_records = 64;   // collectives kept per rank for the dump (<run.dir>/flight/rank-N.json)
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  OptimConfig optim;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  OuterConfig outer;
+  CommConfig comm;
+
+  // checkpoint.dir, or <run.dir>/checkpoints for auto.
+  std::string checkpoint_dir() const {
+    return checkpoint.dir == CheckpointConfig::kDirInRun ? run.dir + "/checkpoints" : checkpoint.dir;
+  }
+};
+
+// Thrown for any bad config. Each problem is one line naming the field, its value, why it is wrong and
+// the fix, e.g. "config: model.heads = 0 must be >= 1; set model.heads to a positive integer, e.g. 8";
+// what() joins them with newlines.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::vector<std::string>& problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Parses YAML text, applies overrides ("section.key=value", the value parsed as YAML, e.g.
+// "optim.betas=[0.9,0.99]"; a missing section is created), fills defaults, checks types and ranges.
+// Throws ConfigError listing every problem: unknown sections or keys (with a did-you-mean), wrong
+// types, values out of range, malformed overrides.
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {});
+// Reads the file (ConfigError "config: cannot read FILE: reason; check the path"), then parse_config.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Checks across fields, some needing the launched rank count: the layout's rank count, the batch
+// split over dp*microbatches, head and tensor-parallel divisibility, the pipeline stage count.
+// Returns the problems, one line each with its fix (empty: fine).
+std::vector<std::string> validate_layout(const Config& config, int world_size);
+// A boxed table of every resolved field (section.key | value), for the start-up banner.
+std::string config_table(const Config& config);
+// Every field of every section as YAML, for the run directory; parse_config of it gives back an
+// equal Config.
+std::string config_to_yaml(const Config& config);
+
+}  // namespace atl::runtime

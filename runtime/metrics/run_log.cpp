@@ -1,0 +1,114 @@
+#include "runtime/metrics/run_log.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace atl::runtime {
+namespace {
+
+// The scalars TensorBoard shows for a step: the same values as its metrics.jsonl record.
+std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
+  return {{"train/loss", m.loss},
+          {"train/lr", m.lr},
+          {"train/grad_norm", m.grad_norm},
+          {"perf/tokens_per_s", m.tokens_per_s},
+          {"perf/mfu", m.mfu},
+          {"perf/step_s", m.step_seconds},
+          {"comm/bytes", static_cast<double>(m.comm_bytes)},
+          {"comm/wait_s", m.comm_wait_seconds},
+          {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
+}
+
+}  // namespace
+
+double model_flops_utilization(double tokens_per_s, double flops_per_token, double peak_flops_per_rank,
+                               int ranks) {
+  return tokens_per_s * flops_per_token / (peak_flops_per_rank * ranks);
+}
+
+RunLog::RunLog(const Config& config, std::ostream* out, bool progress_bar) : config_(config) {
+  if (out) display_ = std::make_unique<ProgressDisplay>(out, progress_bar, config.train.steps);
+}
+
+void RunLog::open(bool is_logger, double flops_per_token, double peak_flops, int ranks) {
+  flops_per_token_ = flops_per_token;
+  peak_flops_ = peak_flops;
+  ranks_ = ranks;
+  if (is_logger) {
+    std::filesystem::create_directories(config_.run.dir);
+    std::ofstream(config_.run.dir + "/config.yaml") << config_to_yaml(config_);
+  }
+  metrics_ = std::make_unique<MetricsLog>(is_logger ? config_.run.dir + "/metrics.jsonl" : "");
+  if (is_logger) tensorboard_ = std::make_unique<TensorBoardWriter>(config_.run.dir + "/tb");
+}
+
+void RunLog::line(const std::string& text) const {
+  if (display_) display_->line(text);
+}
+
+void RunLog::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+  if (tensorboard_) tensorboard_->add_scalars(step, values);
+}
+
+void RunLog::start(int64_t step, int world_size) {
+  metrics_->write(JsonRecord()
+                      .add("event", std::string("start"))
+                      .add("step", step)
+                      .add("world_size", static_cast<int64_t>(world_size)));
+}
+
+void RunLog::step(const StepMetrics& m) {
+  metrics_->write(to_json(m));
+  scalars(m.step, step_scalars(m));
+  if (display_) display_->step(m.step, m.step_seconds, m.loss);
+}
+
+void RunLog::nonfinite(const StepMetrics& m) {
+  metrics_->write(JsonRecord()
+                      .add("event", std::string("nonfinite"))
+                      .add("step", m.step)
+                      .add("action", std::string(m.skipped ? "skip" : "stop")));
+  if (!m.skipped) return;  // a stop is reported by the error that ends the run
+  ++skipped_steps_;
+  line(nonfinite_line(m) + "; update skipped (" + std::to_string(skipped_steps_) + " skipped so far)");
+}
+
+void RunLog::progress(StepMetrics m) {
+  if (m.step > 1) {
+    interval_tokens_per_s_ += m.tokens_per_s;
+    ++interval_steps_;
+  }
+  if (m.step % config_.train.log_every != 0 && m.step != config_.train.steps) return;
+  if (interval_steps_ > 0) {
+    m.tokens_per_s = interval_tokens_per_s_ / interval_steps_;
+    m.mfu = model_flops_utilization(m.tokens_per_s, flops_per_token_, peak_flops_, ranks_);
+  }
+  line(progress_line(m, config_.train.steps) + " | ETA " + (display_ ? display_->eta() : "?"));
+  interval_tokens_per_s_ = 0.0;
+  interval_steps_ = 0;
+}
+
+void RunLog::checkpoint(int64_t step, const std::string& dir, double seconds) {
+  metrics_->write(JsonRecord().add("step", step).add("checkpoint_s", seconds));
+  scalars(step, {{"checkpoint/seconds", seconds}});
+  line(checkpoint_line(step, config_.train.steps, dir, seconds));
+}
+
+void RunLog::validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands) {
+  JsonRecord record = JsonRecord().add("step", step).add("val_loss", val_loss);
+  if (islands) record.add("val_loss_islands", islands->islands).add("val_loss_outer", islands->outer);
+  metrics_->write(record);
+  scalars(step, {{"val/loss", val_loss}});
+  line(validation_line(step, config_.train.steps, val_loss, islands));
+}
+
+void RunLog::preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir) {
+  metrics_->write(JsonRecord()
+                      .add("event", std::string("preempted"))
+                      .add("step", step)
+                      .add("signal", static_cast<int64_t>(signal)));
+  line("preempted by " + signal_text + " at step " + std::to_string(step) + ": " + dir +
+       " committed; run again with checkpoint.resume=auto (the default) to continue");
+}
+
+}  // namespace atl::runtime

@@ -1,0 +1,61 @@
+// Rank 0's record of a run: the console (progress display and lines), metrics.jsonl and TensorBoard,
+// written from the events the training loop reports. On every other rank each call records nothing.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/config/config.h"
+#include "runtime/metrics/console_lines.h"
+#include "runtime/metrics/metrics.h"
+#include "runtime/metrics/progress_display.h"
+#include "runtime/metrics/tensorboard.h"
+
+namespace atl::runtime {
+
+class RunLog {
+ public:
+  // `out`: rank 0's console (null: quiet, and on every other rank). `progress_bar`: redraw a bar
+  // after each step (launch_environment.h). Nothing is written to run.dir until open().
+  RunLog(const Config& config, std::ostream* out, bool progress_bar);
+  // On rank 0 (`is_logger`): creates run.dir, saves config.yaml there, opens metrics.jsonl and the
+  // TensorBoard directory. `flops_per_token` and `peak_flops` (per rank, over `ranks`) give MFU.
+  void open(bool is_logger, double flops_per_token, double peak_flops, int ranks);
+
+  void line(const std::string& text) const;  // the console only
+  void start(int64_t step, int world_size);
+  // After each step: its record and scalars, and the progress bar.
+  void step(const StepMetrics& m);
+  // A step with a non-finite loss or gradient norm: its event, and for a skipped update a line.
+  void nonfinite(const StepMetrics& m);
+  // Every log_every steps and after the last: the progress line, with the mean throughput of the
+  // steps since the last one (the first step, which pays one-time costs, left out).
+  void progress(StepMetrics m);
+  void checkpoint(int64_t step, const std::string& dir, double seconds);
+  void validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands);
+  // `signal` ended the run at `step` (`signal_text`: its name) after `dir` was committed.
+  void preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir);
+
+ private:
+  void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+
+  const Config& config_;
+  std::unique_ptr<ProgressDisplay> display_;        // null: quiet
+  std::unique_ptr<MetricsLog> metrics_;             // disabled (empty path) on other ranks
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0
+  double flops_per_token_ = 0.0, peak_flops_ = 0.0;
+  int ranks_ = 1;
+  int64_t skipped_steps_ = 0;
+  double interval_tokens_per_s_ = 0.0;  // summed over the steps since the last progress line
+  int interval_steps_ = 0;
+};
+
+// Fraction of `peak_flops_per_rank` x `ranks` that `tokens_per_s` of training at `flops_per_token`
+// uses.
+double model_flops_utilization(double tokens_per_s, double flops_per_token, double peak_flops_per_rank,
+                               int ranks);
+
+}  // namespace atl::runtime

@@ -1,0 +1,345 @@
+#include "runtime/model/llama.h"
+
+#include "checkpoint/safetensors.h"
+#include "parallel/tensor_parallel.h"
+#include "runtime/model/attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace atl::runtime {
+namespace {
+
+std::string layer_prefix(int i) {
+  return "model.layers." + std::to_string(i) + ".";
+}
+
+// FNV-1a of the name mixed into the run seed with splitmix64: a stable, well-spread seed per
+// parameter that does not depend on how parameters are laid out or sharded.
+uint64_t parameter_seed(int64_t run_seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  uint64_t z = h + static_cast<uint64_t>(run_seed) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+int64_t padded_vocab(int64_t vocab, int tp) {
+  const int64_t multiple = 128 * static_cast<int64_t>(tp);
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+namespace {
+
+// One parameter: its canonical (unsharded, unpadded) shape and how tensor parallelism splits it.
+struct ParamSpec {
+  int layer;  // decoder layer; -1 for the embedding, layers for the final norm and head
+  std::string name;
+  std::vector<int64_t> canonical_shape;
+  int split_dim;  // -1: replicated on every tp rank; 0: rows (column-parallel); 1: columns (row-parallel)
+  bool is_norm = false;
+  bool is_vocab = false;  // rows are the vocabulary: padded to padded_vocab(vocab, tp) before splitting
+};
+
+std::vector<ParamSpec> param_specs(const ModelConfig& c) {
+  const int64_t head_dim = c.dim / c.heads;
+  std::vector<ParamSpec> specs;
+  specs.push_back({-1, "model.embed_tokens.weight", {c.vocab, c.dim}, 0, false, true});
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = layer_prefix(i);
+    specs.push_back({i, p + "input_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({i, p + "self_attn.q_proj.weight", {c.heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.k_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.v_proj.weight", {c.kv_heads * head_dim, c.dim}, 0});
+    specs.push_back({i, p + "self_attn.o_proj.weight", {c.dim, c.heads * head_dim}, 1});
+    specs.push_back({i, p + "post_attention_layernorm.weight", {c.dim}, -1, true});
+    specs.push_back({i, p + "mlp.gate_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({i, p + "mlp.up_proj.weight", {c.ffn, c.dim}, 0});
+    specs.push_back({i, p + "mlp.down_proj.weight", {c.dim, c.ffn}, 1});
+  }
+  specs.push_back({c.layers, "model.norm.weight", {c.dim}, -1, true});
+  if (!c.tie_embeddings) specs.push_back({c.layers, "lm_head.weight", {c.vocab, c.dim}, 0, false, true});
+  return specs;
+}
+
+const ParamSpec& spec_named(const std::vector<ParamSpec>& specs, const std::string& name) {
+  for (const ParamSpec& s : specs)
+    if (s.name == name) return s;
+  throw std::out_of_range("no Llama parameter named " + name);
+}
+
+std::vector<int64_t> local_shape(const ParamSpec& spec, int64_t vocab, int tp) {
+  std::vector<int64_t> shape = spec.canonical_shape;
+  if (spec.is_vocab) shape[0] = padded_vocab(vocab, tp);
+  if (spec.split_dim >= 0) shape[spec.split_dim] /= tp;
+  return shape;
+}
+
+int end_layer(const ModelConfig& c, const ModelPart& part) {
+  return part.end_layer < 0 ? c.layers : part.end_layer;
+}
+
+// Whether `part` needs the parameter; the head of a tied model needs the embedding matrix.
+bool part_holds(const ModelConfig& c, const ModelPart& part, const ParamSpec& spec) {
+  if (spec.layer < 0) return part.embedding || (part.head && c.tie_embeddings);
+  if (spec.layer >= c.layers) return part.head;
+  return spec.layer >= part.first_layer && spec.layer < end_layer(c, part);
+}
+
+}  // namespace
+
+std::vector<parallel::ParamInfo> LlamaModel::param_infos(const ModelConfig& c, int tp,
+                                                         const ModelPart& part) {
+  std::vector<parallel::ParamInfo> infos;
+  for (const ParamSpec& spec : param_specs(c)) {
+    if (!part_holds(c, part, spec)) continue;
+    const bool duplicate = spec.layer < 0 && !part.embedding;
+    // A tied embedding split between the first and last stage: both copies get a bucket of the same
+    // geometry, so their reduced gradients can be summed piece by piece.
+    const bool own_bucket = spec.layer < 0 && c.tie_embeddings && part.embedding != part.head;
+    infos.push_back({spec.name, local_shape(spec, c.vocab, tp), !spec.is_norm, spec.split_dim < 0, duplicate,
+                     spec.layer, own_bucket});
+  }
+  return infos;
+}
+
+LlamaModel::Piece LlamaModel::piece_of(const ModelConfig& c, int tp_size, int tp_rank,
+                                       const std::string& name) {
+  const std::vector<ParamSpec> specs = param_specs(c);
+  const ParamSpec& spec = spec_named(specs, name);
+  Piece piece{spec.canonical_shape, std::vector<int64_t>(spec.canonical_shape.size(), 0),
+              local_shape(spec, c.vocab, tp_size)};
+  if (spec.split_dim >= 0) piece.offsets[spec.split_dim] = piece.sizes[spec.split_dim] * tp_rank;
+  return piece;
+}
+
+at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, const std::string& name,
+                                const at::Tensor& canonical) {
+  const std::vector<ParamSpec> specs = param_specs(c);
+  const ParamSpec& spec = spec_named(specs, name);
+  at::Tensor full = canonical;
+  if (spec.is_vocab) {
+    full = at::zeros({padded_vocab(c.vocab, tp_size), c.dim}, canonical.options());
+    full.narrow(0, 0, c.vocab).copy_(canonical.narrow(0, 0, c.vocab));
+  }
+  if (spec.split_dim < 0) return full;
+  const int64_t piece = full.size(spec.split_dim) / tp_size;
+  return full.narrow(spec.split_dim, piece * tp_rank, piece);
+}
+
+LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
+                       comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
+                       parallel::ParameterGate* gate)
+    : config_(config),
+      part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
+      head_dim_(config.dim / config.heads),
+      tp_(tp),
+      sequence_parallel_(sequence_parallel && tp.size() > 1),
+      gate_(gate),
+      vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
+  if (part_.embedding || (part_.head && config.tie_embeddings))
+    embed_ = params.value("model.embed_tokens.weight");
+  for (int i = part_.first_layer; i < part_.end_layer; ++i) {
+    const std::string p = layer_prefix(i);
+    layers_.push_back(
+        Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
+              params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight"),
+              params.value(p + "self_attn.o_proj.weight"),
+              params.value(p + "post_attention_layernorm.weight"), params.value(p + "mlp.gate_proj.weight"),
+              params.value(p + "mlp.up_proj.weight"), params.value(p + "mlp.down_proj.weight")});
+  }
+  if (part_.head) {
+    final_norm_ = params.value("model.norm.weight");
+    lm_head_ = config.tie_embeddings ? embed_ : params.value("lm_head.weight");
+  }
+  if (part_.embedding) units_.push_back(kEmbeddingUnit);
+  for (int i = part_.first_layer; i < part_.end_layer; ++i) units_.push_back(i);
+  if (part_.head) units_.push_back(config.layers);
+
+  // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
+  // both halves of the head dimension.
+  at::NoGradGuard no_grad;
+  at::Tensor inv_freq = at::pow(
+      config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
+  at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
+  angles = at::cat({angles, angles}, -1);
+  // Tables in the compute dtype (the parameters'), as Hugging Face casts cos/sin to the activations'.
+  const at::ScalarType dtype = params.entries().front().value.scalar_type();
+  rope_cos_ = angles.cos().to(dtype);
+  rope_sin_ = angles.sin().to(dtype);
+  causal_mask_ = causal_mask(config.seq, dtype);
+}
+
+at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {
+  return sequence_parallel_ ? parallel::gather_sequence(x, tp_) : parallel::copy_to_tp_region(x, tp_);
+}
+
+at::Tensor LlamaModel::exit_tp(const at::Tensor& partial) const {
+  return sequence_parallel_ ? parallel::reduce_scatter_sequence(partial, tp_)
+                            : parallel::reduce_from_tp_region(partial, tp_);
+}
+
+at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in) const {
+  // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
+  // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
+  const at::Tensor weight = sequence_parallel_ ? parallel::copy_to_tp_region(weight_in, tp_) : weight_in;
+  // Statistics in fp32 whatever the compute dtype (Hugging Face's LlamaRMSNorm); a no-op in fp32.
+  const at::Tensor x32 = x.to(at::kFloat);
+  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps)).to(x.scalar_type()) *
+         weight;
+}
+
+at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
+  // Column-parallel q/k/v: this rank's heads only, over the whole sequence.
+  const at::Tensor x_tp = enter_tp(x);
+  const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
+  const int64_t heads = layer.wq.size(0) / head_dim_, kv_heads = layer.wk.size(0) / head_dim_;
+  // [batch, heads, seq, head_dim]
+  at::Tensor q = at::linear(x_tp, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k = at::linear(x_tp, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v = at::linear(x_tp, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  if (kv_heads != heads) {  // grouped-query attention: each kv head serves heads/kv_heads query heads
+    k = k.repeat_interleave(heads / kv_heads, 1);
+    v = v.repeat_interleave(heads / kv_heads, 1);
+  }
+  at::Tensor out = causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
+  out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
+  return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
+}
+
+void LlamaModel::acquire(size_t index) const {
+  if (!gate_) return;
+  gate_->acquire(units_[index],
+                 index + 1 < units_.size() ? units_[index + 1] : parallel::ParameterGate::kNoUnit);
+}
+
+at::Tensor LlamaModel::release_after(size_t index, const at::Tensor& output) const {
+  if (!gate_) return output;
+  return gate_->release_after(units_[index], output,
+                              index > 0 ? units_[index - 1] : parallel::ParameterGate::kNoUnit);
+}
+
+at::Tensor LlamaModel::forward(const at::Tensor& input) const {
+  size_t unit = 0;  // index into units_, in forward order
+  at::Tensor h = input;
+  if (part_.embedding) {
+    acquire(unit);
+    h = release_after(
+        unit++, parallel::vocab_parallel_embedding(input, embed_, vocab_start_, tp_, sequence_parallel_));
+  }
+  for (const Layer& layer : layers_) {
+    acquire(unit);
+    h = h + attention(layer, rms_norm(h, layer.input_norm));
+    // SwiGLU: gate and up column-parallel, down row-parallel.
+    const at::Tensor x = enter_tp(rms_norm(h, layer.post_norm));
+    h = h +
+        exit_tp(at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down));
+    h = release_after(unit++, h);
+  }
+  if (!part_.head) return h;
+  acquire(unit);
+  // A tied head reads the embedding matrix, which belongs to the embedding's unit.
+  const bool tied = gate_ && config_.tie_embeddings;
+  if (tied) gate_->acquire(kEmbeddingUnit, parallel::ParameterGate::kNoUnit);
+  at::Tensor logits = at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
+  if (tied) logits = gate_->release_after(kEmbeddingUnit, logits, units_[unit]);
+  return release_after(unit, logits);
+}
+
+std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {
+  return {batch, sequence_parallel_ ? config_.seq / tp_.size() : config_.seq, config_.dim};
+}
+
+at::Tensor LlamaModel::loss_of(const at::Tensor& logits, const at::Tensor& targets) const {
+  const at::Tensor out = logits.to(at::kFloat);  // the softmax in fp32 whatever the compute dtype
+  const int64_t rows = out.size(-1);
+  if (tp_.size() > 1)
+    return parallel::vocab_parallel_cross_entropy(out.reshape({-1, rows}), targets.reshape({-1}),
+                                                  vocab_start_, config_.vocab, tp_);
+  // One rank: padding rows of the vocabulary never take part in the softmax.
+  return at::cross_entropy_loss(out.narrow(-1, 0, config_.vocab).reshape({-1, config_.vocab}),
+                                targets.reshape({-1}));
+}
+
+at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
+  return loss_of(forward(tokens), targets);
+}
+
+int layer_of(const std::string& name, int layers) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) == 0) return std::stoi(name.substr(prefix.size()));
+  return name.rfind("model.embed_tokens", 0) == 0 ? 0 : layers - 1;
+}
+
+double training_flops_per_token(const ModelConfig& c) {
+  const double head_dim = static_cast<double>(c.dim) / c.heads;
+  const double attn = c.dim * head_dim * (2.0 * c.heads + 2.0 * c.kv_heads);
+  const double mlp = 3.0 * c.dim * c.ffn;
+  const double per_layer = attn + mlp + 2.0 * c.dim;
+  const double non_embedding = c.layers * per_layer + c.dim + static_cast<double>(c.vocab) * c.dim;
+  return 6.0 * non_embedding + 12.0 * c.layers * c.seq * c.dim;
+}
+
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params,
+                           int tp_size, int tp_rank) {
+  at::NoGradGuard no_grad;
+  const double scaled_std = config.init_std / std::sqrt(2.0 * config.layers);
+  for (const ParamSpec& spec : param_specs(config)) {
+    if (!params.contains(spec.name)) continue;  // held by another pipeline stage
+    const at::Tensor& local = params.value(spec.name);
+    if (spec.is_norm) {
+      local.fill_(1.0);
+      continue;
+    }
+    const bool output_projection =
+        spec.name.find("o_proj") != std::string::npos || spec.name.find("down_proj") != std::string::npos;
+    // The canonical tensor, drawn whole: padding rows are not drawn (padding depends on tp and must
+    // never shift the stream), then this rank keeps its slice.
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, spec.name));
+    const at::Tensor canonical =
+        at::normal(0.0, output_projection ? scaled_std : config.init_std, spec.canonical_shape, gen);
+    local.copy_(LlamaModel::shard_of(config, tp_size, tp_rank, spec.name, canonical));
+  }
+}
+
+std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path) {
+  std::map<std::string, at::Tensor> weights;
+  try {
+    for (checkpoint::NamedTensor& t : checkpoint::read_safetensors(path))
+      weights[t.name] = std::move(t.tensor);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("model.init_from: ") + e.what());
+  }
+  for (const ParamSpec& spec : param_specs(config)) {
+    auto it = weights.find(spec.name);
+    if (it == weights.end())
+      throw std::invalid_argument("model.init_from: " + path + " has no " + spec.name +
+                                  "; export the weights of this model (atoll ckpt export)");
+    if (it->second.sizes().vec() != spec.canonical_shape)
+      throw std::invalid_argument("model.init_from: " + spec.name + " in " + path +
+                                  " has another shape than this model's; check the model section");
+  }
+  return weights;
+}
+
+void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                          const parallel::FlatParameters& params, int tp_size, int tp_rank) {
+  at::NoGradGuard no_grad;
+  for (const parallel::FlatEntry& e : params.entries())
+    e.value.copy_(
+        LlamaModel::shard_of(config, tp_size, tp_rank, e.info.name, weights.at(e.info.name).to(at::kFloat)));
+}
+
+}  // namespace atl::runtime

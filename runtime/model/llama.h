@@ -1,0 +1,134 @@
+// The canonical Llama decoder (DESIGN §4): RMSNorm (eps from the config), RoPE in Hugging Face's
+// rotate-half convention, grouped-query causal attention, SwiGLU MLP, no biases, optional tied
+// embeddings. Parameter names are Hugging Face's with global layer indices, so a checkpoint
+// exports to what transformers.LlamaForCausalLM loads.
+//
+// The model does not own its parameters: they live in a parallel::FlatParameters (one flat
+// buffer, see flat_parameters.h) built from param_infos(); the model reads views of them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/flat_parameters.h"
+#include "parallel/parameter_gate.h"
+#include "runtime/config/config.h"
+
+namespace atl::runtime {
+
+// Vocabulary rows rounded up to a multiple of 128 * tp (Megatron's rule; keeps vocab-parallel
+// shards equal). Padding rows are zero and excluded from the loss.
+int64_t padded_vocab(int64_t vocab, int tp);
+
+// The part of the model one pipeline chunk runs (DESIGN §5): a range of decoder layers, plus the
+// embedding on the first virtual stage and the final norm, LM head and loss on the last.
+struct ModelPart {
+  int first_layer = 0;
+  int end_layer = -1;  // one past the last layer; -1: through the last layer
+  bool embedding = true;
+  bool head = true;
+};
+
+class LlamaModel {
+ public:
+  // `tp`: the tensor-parallel group (size 1 for none). Attention heads, kv heads, the MLP width and
+  // the vocabulary rows are split over it (Megatron: q/k/v, gate/up and the LM head
+  // column-parallel, o_proj and down_proj row-parallel, the embedding vocabulary-parallel).
+  // With `sequence_parallel`, activations outside attention and MLP hold seq/tp positions per rank.
+  // `part`: the layers (and ends) this instance runs; their parameters must be in `params`.
+  // `gate` (ZeRO): told before and after each unit of parameters is used, in forward order --
+  // the embedding (unit kEmbeddingUnit), each decoder layer (its index), the head (unit `layers`),
+  // matching ParamInfo::unit. Null: parameters are always present.
+  LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
+             bool sequence_parallel = false, const ModelPart& part = {},
+             parallel::ParameterGate* gate = nullptr);
+  static constexpr int kEmbeddingUnit = -1;
+
+  // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
+  // With tied embeddings, a head without the embedding holds its own copy of
+  // model.embed_tokens.weight (marked `duplicate`; the embedding group keeps the copies equal).
+  static std::vector<parallel::ParamInfo> param_infos(const ModelConfig& config, int tp = 1,
+                                                      const ModelPart& part = {});
+  // This rank's piece of parameter `name`, cut from its canonical full tensor (vocabulary rows
+  // unpadded, or padded for any tp): pads the vocabulary for `tp_size`, then slices.
+  // Where this rank's piece of parameter `name` lies in the canonical (unpadded) tensor: the global
+  // shape, and the piece as a box of it (offsets, sizes; vocabulary rows of the padded piece may
+  // run past the global rows).
+  struct Piece {
+    std::vector<int64_t> global_shape, offsets, sizes;
+  };
+  static Piece piece_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name);
+  static at::Tensor shard_of(const ModelConfig& config, int tp_size, int tp_rank, const std::string& name,
+                             const at::Tensor& canonical);
+
+  // The part's forward: tokens (int64 [batch, seq]) with the embedding, else the previous part's
+  // hidden states; returns hidden states for the next part, or with the head this rank's logits over its rows
+  // of the padded vocabulary: [batch, seq, padded_vocab / tp].
+  at::Tensor forward(const at::Tensor& input) const;
+  // Mean next-token cross-entropy over all positions of the head's logits; targets: int64 [batch, seq].
+  at::Tensor loss_of(const at::Tensor& logits, const at::Tensor& targets) const;
+  // The hidden-state shape that flows between parts for a microbatch of `batch` sequences:
+  // [batch, seq / tp (with sequence parallelism) or seq, dim].
+  std::vector<int64_t> hidden_shape(int64_t batch) const;
+
+  // Whole model: mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
+
+ private:
+  struct Layer {
+    at::Tensor input_norm, wq, wk, wv, wo, post_norm, w_gate, w_up, w_down;
+  };
+  at::Tensor attention(const Layer& layer, const at::Tensor& x) const;
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  // Into the tensor-parallel region before a column-parallel layer, and out of it after a
+  // row-parallel one: copy / all-reduce, or with sequence parallelism all-gather / reduce-scatter
+  // along the sequence.
+  at::Tensor enter_tp(const at::Tensor& x) const;
+  at::Tensor exit_tp(const at::Tensor& partial) const;
+  // Gate calls for units_[index], naming its neighbours for prefetching.
+  void acquire(size_t index) const;
+  at::Tensor release_after(size_t index, const at::Tensor& output) const;
+
+  ModelConfig config_;
+  ModelPart part_;
+  int64_t head_dim_;
+  comm::Communicator& tp_;
+  bool sequence_parallel_;
+  parallel::ParameterGate* gate_;
+  std::vector<int> units_;  // the parameter units this part uses, in forward order
+  int64_t vocab_start_;     // first vocabulary row this tp rank holds
+  at::Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]
+  at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
+};
+
+// The layer a canonical parameter name belongs to: N for "model.layers.N.*", 0 for the embedding,
+// layers - 1 for the final norm and the head (Streaming DiLoCo's fragments are strided layers).
+int layer_of(const std::string& name, int layers);
+
+// Non-embedding FLOPs of one training token (forward + backward), the MFU numerator:
+// 6 x (non-embedding parameters, lm_head included) + 12 x layers x seq x dim (attention).
+double training_flops_per_token(const ModelConfig& config);
+
+// Fills the parameters with the layout-invariant initialisation of DESIGN §4: each full parameter
+// is drawn from Normal(0, std) with a generator seeded from (seed, canonical name), o_proj and
+// down_proj with std / sqrt(2 * layers), norms with ones; padding rows stay zero. Each tp rank keeps
+// its slice of the same full tensor, so every layout starts from the same weights.
+void initialize_parameters(const ModelConfig& config, int64_t seed, const parallel::FlatParameters& params,
+                           int tp_size = 1, int tp_rank = 0);
+
+// model.init_from: reads a safetensors file of canonical weights (atoll ckpt export, or Hugging
+// Face names and shapes in fp32/bf16/fp16) and checks that it holds every parameter of `config`
+// with its canonical shape; std::invalid_argument naming the file and the first problem.
+std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path);
+// Copies each parameter this rank holds from `weights` (its tensor-parallel slice, padded vocabulary).
+void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                          const parallel::FlatParameters& params, int tp_size, int tp_rank);
+
+}  // namespace atl::runtime

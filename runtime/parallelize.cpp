@@ -1,0 +1,185 @@
+#include "runtime/parallelize.h"
+
+#include <algorithm>
+
+#include "comm/mpi_communicator.h"
+#include "optim/grad_clip.h"
+#include "parallel/pipeline/stage_layout.h"
+
+namespace atl::runtime {
+namespace {
+
+namespace pipe = parallel::pipeline;
+
+// The model chunks this rank runs, in chunk order: chunk c is virtual stage c * pp + stage.
+std::vector<ModelPart> model_parts(const Config& config, const pipe::PipelineShape& shape) {
+  const std::vector<pipe::LayerRange> ranges = pipe::virtual_stage_layers(
+      config.model.layers, shape.stages, shape.virtual_stages, config.parallel.stage_layers);
+  std::vector<ModelPart> parts;
+  for (int chunk = 0; chunk < shape.virtual_stages; ++chunk) {
+    const pipe::LayerRange& r = ranges[shape.virtual_stage(chunk)];
+    parts.push_back({r.first, r.end, shape.is_first(chunk), shape.is_last(chunk)});
+  }
+  return parts;
+}
+
+// The parameters of `parts` as tensor parallelism shards them, in backward order: the flat buffers'
+// buckets fill as backward produces their gradients, so each bucket's reduction starts early.
+std::vector<parallel::ParamInfo> sharded_params_in_backward_order(const Config& config,
+                                                                  const std::vector<ModelPart>& parts) {
+  std::vector<parallel::ParamInfo> infos;
+  for (const ModelPart& part : parts) {
+    const std::vector<parallel::ParamInfo> chunk =
+        LlamaModel::param_infos(config.model, config.parallel.tp, part);
+    infos.insert(infos.end(), chunk.begin(), chunk.end());
+  }
+  std::reverse(infos.begin(), infos.end());
+  return infos;
+}
+
+// The runs of the inner optimizer's values that AdamW decays (weights, not norms or biases).
+std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParallel& engine) {
+  std::vector<optim::DecaySegment> segments;
+  for (const parallel::ShardSpan& span :
+       engine.owned_spans([](const parallel::FlatEntry& e) { return e.info.weight_decay; }))
+    segments.push_back({span.offset, span.numel});
+  return segments;
+}
+
+// The outer optimizer an algorithm other than none runs.
+optim::outer::Algorithm outer_algorithm(OuterAlgorithm algorithm) {
+  switch (algorithm) {
+    case OuterAlgorithm::kStreamingDiLoCo:
+      return optim::outer::Algorithm::kStreamingDiLoCo;
+    case OuterAlgorithm::kNoLoCo:
+      return optim::outer::Algorithm::kNoLoCo;
+    default:
+      return optim::outer::Algorithm::kDiLoCo;
+  }
+}
+
+// The outer optimizer's fragments in the inner optimizer's coordinates: the whole of every value
+// segment, or for Streaming DiLoCo the owned runs of each fragment's layers (layer l in fragment
+// l mod P; the embedding goes with layer 0, the final norm and head with the last layer).
+std::vector<std::vector<optim::outer::ValueSpan>> outer_fragments(const Config& config,
+                                                                  const ParallelLayout& layout) {
+  const int fragments =
+      config.outer.algorithm == OuterAlgorithm::kStreamingDiLoCo ? config.outer.fragments : 1;
+  std::vector<std::vector<optim::outer::ValueSpan>> out(static_cast<size_t>(fragments));
+  if (fragments == 1) {
+    int64_t offset = 0;
+    for (const at::Tensor& segment : layout.data_parallel->optimizer_values()) {
+      out[0].push_back({offset, segment.numel()});
+      offset += segment.numel();
+    }
+    return out;
+  }
+  for (const parallel::ShardedDataParallel::OwnedRun& run : layout.data_parallel->owned_runs()) {
+    const int layer = layer_of(layout.params->entries()[run.entry].info.name, config.model.layers);
+    out[static_cast<size_t>(layer % fragments)].push_back({run.offset, run.numel});
+  }
+  return out;
+}
+
+// Islands: the exchange between islands and, unless they average every step, the outer optimizer.
+void add_islands(const Config& config, ParallelLayout& layout) {
+  const OuterConfig& o = config.outer;
+  if (config.parallel.islands == 1 && o.algorithm == OuterAlgorithm::kNone) return;
+  layout.island_exchange = std::make_unique<optim::outer::IslandExchange>(
+      layout.mesh->island(), o.compression,
+      optim::outer::SimulatedLink{o.simulated_bandwidth_mbps, o.simulated_latency_ms});
+  if (o.algorithm == OuterAlgorithm::kNone) return;
+  optim::outer::OuterOptions options;
+  options.algorithm = outer_algorithm(o.algorithm);
+  options.inner_steps = o.inner_steps;
+  options.fragments = o.fragments;
+  options.delay = o.delay;
+  options.delayed = o.delayed;
+  options.mix = o.mix;
+  options.sgd = {o.lr, o.momentum, o.nesterov};
+  options.noloco = {o.lr, o.momentum, o.gamma};
+  options.group_size = o.group_size;
+  options.seed = static_cast<uint64_t>(config.run.seed);
+  layout.outer = std::make_unique<optim::outer::OuterOptimizer>(
+      options, layout.data_parallel->optimizer_values(), outer_fragments(config, layout),
+      *layout.island_exchange);
+}
+
+}  // namespace
+
+double ParallelLayout::global_grad_norm() const {
+  const bool count_replicated = mesh->coord().tp == 0;
+  std::vector<at::Tensor> pieces;
+  for (const parallel::ShardSpan& span : data_parallel->owned_spans([&](const parallel::FlatEntry& e) {
+         return !e.info.duplicate && (count_replicated || !e.info.replicated_in_model_group);
+       }))
+    pieces.push_back(data_parallel->optimizer_grads().narrow(0, span.offset, span.numel));
+  std::vector<comm::Communicator*> groups{&mesh->model()};
+  if (data_parallel->gradients_sharded()) groups.insert(groups.begin(), &mesh->dp());
+  return optim::global_grad_norm(pieces, groups);
+}
+
+parallel::ModelStateBytes ParallelLayout::model_state_bytes() const {
+  parallel::ModelStateBytes bytes = data_parallel->state_bytes();
+  bytes.optimizer += optimizer->state_bytes();  // the engine counted master weights
+  return bytes;
+}
+
+at::ScalarType scalar_type(Precision precision) {
+  return precision == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+}
+
+ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& world,
+                           comm::FlightRecorder* flight,
+                           const std::map<std::string, at::Tensor>& initial_weights) {
+  const ParallelConfig& p = config.parallel;
+  ParallelLayout layout;
+  // Mixed precision: bf16 parameters and activations; gradients stay fp32 (autograd accumulates the
+  // bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
+  layout.compute_dtype = scalar_type(config.train.precision);
+
+  // The mesh: islands x pp x dp x tp.
+  layout.mesh = std::make_unique<comm::DeviceMesh>(world, comm::MeshShape{p.islands, p.pp, p.dp, p.tp});
+  layout.mesh->record_in(flight);
+  const int tp_rank = layout.mesh->coord().tp;
+
+  // Pipeline parallelism: the layers of this rank's stage, one chunk or (interleaved) several.
+  layout.pipeline = {layout.mesh->coord().pp, p.pp, p.microbatches, p.chunks_per_stage()};
+  const std::vector<ModelPart> parts = model_parts(config, layout.pipeline);
+
+  // Tensor parallelism: this rank's shard of the chunks' parameters, in flat buffers laid out
+  // (buckets, shard padding) for the ZeRO stage.
+  layout.params = std::make_unique<parallel::FlatParameters>(
+      sharded_params_in_backward_order(config, parts), layout.compute_dtype,
+      parallel::zero_layout(p.zero, p.dp, static_cast<int64_t>(p.bucket_mb * 1024 * 1024),
+                            /*element_bytes=*/4),
+      at::kFloat);
+  initialize_parameters(config.model, config.run.seed, *layout.params, p.tp, tp_rank);
+  if (!initial_weights.empty())
+    load_initial_weights(config.model, initial_weights, *layout.params, p.tp, tp_rank);
+
+  // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
+  // for each unit's parameters before using them (ZeRO-3 gathers them then).
+  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
+                                                                         p.zero, scalar_type(p.reduce_dtype));
+  parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
+  for (const ModelPart& part : parts)
+    layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
+                                                         p.sequence_parallel, part, gate));
+
+  // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
+  layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);
+  layout.executor = std::make_unique<pipe::PipelineExecutor>(layout.mesh->pp(), layout.compute_dtype);
+
+  // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
+  const OptimConfig& o = config.optim;
+  layout.optimizer = std::make_unique<optim::FlatAdamW>(
+      layout.data_parallel->optimizer_values(), layout.data_parallel->optimizer_grads(),
+      decay_segments(*layout.data_parallel), optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay});
+  layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
+
+  add_islands(config, layout);
+  return layout;
+}
+
+}  // namespace atl::runtime

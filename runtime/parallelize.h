@@ -1,0 +1,69 @@
+// The parallelize step: from a config and the launched ranks to everything one rank trains with,
+// the parallelisms applied in order -- the mesh, the pipeline stage's model chunks, their tensor-
+// parallel parameters in flat buffers, sharded data parallelism (ZeRO 0-3), the schedule, the inner
+// optimizer and, for islands, the outer exchange and optimizer.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/device_mesh.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "optim/outer/island_exchange.h"
+#include "optim/outer/outer_optimizer.h"
+#include "parallel/flat_parameters.h"
+#include "parallel/pipeline/executor.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/sharded_data_parallel.h"
+#include "runtime/config/config.h"
+#include "runtime/model/llama.h"
+
+namespace atl::comm {
+class FlightRecorder;
+class MpiCommunicator;
+}  // namespace atl::comm
+
+namespace atl::runtime {
+
+// One rank's parallel layout. Members are declared in the order they depend on each other, so that
+// each is destroyed before what it refers to.
+struct ParallelLayout {
+  at::ScalarType compute_dtype = at::kFloat;         // of parameters and activations (train.precision)
+  std::unique_ptr<comm::DeviceMesh> mesh;            // islands x pp x dp x tp groups
+  parallel::pipeline::PipelineShape pipeline;        // this rank's stage, microbatches, virtual stages
+  std::unique_ptr<parallel::FlatParameters> params;  // this rank's tp shard of its chunks' parameters
+  std::unique_ptr<parallel::ShardedDataParallel> data_parallel;  // ZeRO 0-3 over the dp group
+  std::vector<std::unique_ptr<LlamaModel>> chunks;               // the model chunks this rank runs, in order
+  std::vector<parallel::pipeline::PipeOp> schedule;              // one training step's pipeline schedule
+  std::unique_ptr<parallel::pipeline::PipelineExecutor> executor;
+  std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
+  optim::LrSchedule lr_schedule;
+  std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
+  std::unique_ptr<optim::outer::OuterOptimizer> outer;            // outer.algorithm != none
+
+  // Islands averaging gradients every step (islands > 1, outer.algorithm none): synchronous data
+  // parallelism across islands.
+  bool islands_average_every_step() const { return island_exchange && !outer; }
+  // The global gradient norm over what this rank owns (DESIGN §5): each parameter once in the model
+  // group (tp-replicated ones on tp rank 0, stage copies never), and under ZeRO over the dp group.
+  // Collective over those groups.
+  double global_grad_norm() const;
+  // Bytes of model state this rank holds now (live allocations).
+  parallel::ModelStateBytes model_state_bytes() const;
+};
+
+// Builds the layout over `world` (collective); every group's operations are recorded in `flight`.
+// Parameters start from model.init_std with run.seed, or from `initial_weights` (canonical names,
+// model.init_from) when it is not empty.
+ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& world,
+                           comm::FlightRecorder* flight,
+                           const std::map<std::string, at::Tensor>& initial_weights);
+
+at::ScalarType scalar_type(Precision precision);
+
+}  // namespace atl::runtime

@@ -1,0 +1,42 @@
+// What a training step cost beyond its loss, for its StepMetrics: wall time, throughput and MFU,
+// bytes sent per group inside the island and to other islands, time blocked, memory, and per
+// pipeline stage the bubble and activation memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "parallel/pipeline/executor.h"
+#include "runtime/config/config.h"
+#include "runtime/metrics/metrics.h"
+#include "runtime/parallelize.h"
+
+namespace atl::runtime {
+
+class StepCostMeter {
+ public:
+  // At the start of a step: starts its clock and reads the counters inside the island.
+  explicit StepCostMeter(const ParallelLayout& layout);
+  // Reads the outer exchange's counters; call after the pipeline has run, before islands exchange.
+  void before_outer_exchange();
+  // After the update: the step's costs into `m`. Collective over the pp group (stage statistics).
+  void finish(StepMetrics& m, const Config& config, double peak_flops_per_rank,
+              const parallel::pipeline::PipelineRunStats& pipeline_stats, double checkpoint_wait_seconds,
+              double island_average_seconds) const;
+
+  // Bytes sent and seconds blocked waiting, over the groups inside an island.
+  struct CommTotals {
+    uint64_t bytes = 0;
+    uint64_t tp = 0, dp = 0, pp = 0;  // the main groups' shares of `bytes`
+    double wait_seconds = 0.0;
+  };
+
+ private:
+  const ParallelLayout& layout_;
+  std::chrono::steady_clock::time_point start_;
+  CommTotals comm_before_;
+  uint64_t outer_bytes_before_ = 0;
+  double outer_wait_before_ = 0.0;
+};
+
+}  // namespace atl::runtime
