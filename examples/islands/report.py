@@ -78,8 +78,10 @@ class Run:
 
 
 def eval_loss(record):
-    """The loss an evaluation record reports: val_loss_outer when present, else val_loss."""
-    return float(record["val_loss_outer"] if "val_loss_outer" in record else record["val_loss"])
+    """The loss an evaluation record reports: val_loss_outer when present, else val_loss (NaN when
+    written as null: Atoll writes a NaN or infinite value so)."""
+    value = record["val_loss_outer"] if "val_loss_outer" in record else record["val_loss"]
+    return float("nan") if value is None else float(value)
 
 
 def split_flow(text):
