@@ -7,6 +7,7 @@
 #include "optim/outer/codec.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_layout.h"
+#include "runtime/metrics/console_lines.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/model/llama.h"
 
@@ -16,6 +17,7 @@ namespace {
 namespace pipe = parallel::pipeline;
 using runtime::Config;
 using runtime::format_bytes;
+using runtime::formatted;
 using runtime::LlamaModel;
 using runtime::ModelPart;
 using runtime::name_of;
@@ -164,57 +166,46 @@ Plan make_plan(const Config& c) {
 std::string format_plan(const Config& c, const Plan& plan) {
   const ParallelConfig& p = c.parallel;
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "plan: %d ranks = islands %d x pp %d x dp %d x tp %d, ZeRO stage %d, %d microbatches (%s)\n",
+  out +=
+      formatted("plan: %d ranks = islands %d x pp %d x dp %d x tp %d, ZeRO stage %d, %d microbatches (%s)\n",
                 plan.world_size, p.islands, p.pp, p.dp, p.tp, p.zero, p.microbatches,
                 p.pp > 1 ? std::string(name_of(p.schedule)).c_str() : "no pipeline");
-  out += line;
   out += "per rank of each stage (" + std::string(name_of(c.train.precision)) +
          " training, fp32 gradients; activations estimated, no recomputation):\n";
-  std::snprintf(line, sizeof line, "%5s %12s %11s %11s %11s %11s %11s\n", "stage", "parameters", "params",
-                "grads", "optimizer", "state", "activations");
-  out += line;
+  out += formatted("%5s %12s %11s %11s %11s %11s %11s\n", "stage", "parameters", "params", "grads",
+                   "optimizer", "state", "activations");
   for (const StagePlan& s : plan.stages) {
-    std::snprintf(line, sizeof line, "%5d %12lld %11s %11s %11s %11s %11s\n", s.stage,
-                  static_cast<long long>(s.parameters), format_bytes(s.parameter_bytes).c_str(),
-                  format_bytes(s.gradient_bytes).c_str(), format_bytes(s.optimizer_bytes).c_str(),
-                  format_bytes(s.model_state_bytes()).c_str(), format_bytes(s.activation_bytes).c_str());
-    out += line;
+    out += formatted("%5d %12lld %11s %11s %11s %11s %11s\n", s.stage, static_cast<long long>(s.parameters),
+                     format_bytes(s.parameter_bytes).c_str(), format_bytes(s.gradient_bytes).c_str(),
+                     format_bytes(s.optimizer_bytes).c_str(), format_bytes(s.model_state_bytes()).c_str(),
+                     format_bytes(s.activation_bytes).c_str());
   }
   out += "bytes each rank sends per step, by group:\n";
-  std::snprintf(line, sizeof line, "%5s %11s %11s %11s %11s\n", "stage", "dp", "tp", "pp", "embedding");
-  out += line;
+  out += formatted("%5s %11s %11s %11s %11s\n", "stage", "dp", "tp", "pp", "embedding");
   for (const StagePlan& s : plan.stages) {
-    std::snprintf(line, sizeof line, "%5d %11s %11s %11s %11s\n", s.stage, format_bytes(s.dp_bytes).c_str(),
-                  format_bytes(s.tp_bytes).c_str(), format_bytes(s.pp_bytes).c_str(),
-                  format_bytes(s.embedding_bytes).c_str());
-    out += line;
+    out += formatted("%5d %11s %11s %11s %11s\n", s.stage, format_bytes(s.dp_bytes).c_str(),
+                     format_bytes(s.tp_bytes).c_str(), format_bytes(s.pp_bytes).c_str(),
+                     format_bytes(s.embedding_bytes).c_str());
   }
   const bool outer_optimizer = c.outer.algorithm != runtime::OuterAlgorithm::kNone;
   if (p.islands > 1 || outer_optimizer) {
-    std::snprintf(line, sizeof line, "islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n",
-                  p.islands, std::string(name_of(c.outer.algorithm)).c_str(),
-                  outer_optimizer ? c.outer.inner_steps : 1, optim::outer::codec_name(c.outer.compression));
-    out += line;
-    std::snprintf(line, sizeof line, "%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync",
-                  "per step");
-    out += line;
+    out +=
+        formatted("islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n", p.islands,
+                  std::string(name_of(c.outer.algorithm)).c_str(), outer_optimizer ? c.outer.inner_steps : 1,
+                  optim::outer::codec_name(c.outer.compression));
+    out += formatted("%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync", "per step");
     for (const StagePlan& s : plan.stages) {
-      std::snprintf(line, sizeof line, "%5d %13s %13s %13s\n", s.stage,
-                    format_bytes(s.outer_state_bytes).c_str(), format_bytes(s.outer_bytes_per_sync).c_str(),
-                    format_bytes(s.outer_bytes_per_step).c_str());
-      out += line;
+      out += formatted("%5d %13s %13s %13s\n", s.stage, format_bytes(s.outer_state_bytes).c_str(),
+                       format_bytes(s.outer_bytes_per_sync).c_str(),
+                       format_bytes(s.outer_bytes_per_step).c_str());
     }
   }
-  std::snprintf(line, sizeof line,
-                "model state per parameter per rank in mixed precision at dp %d (DeepSpeed): DDP %.2f B, "
-                "ZeRO-1 %.2f B, ZeRO-2 %.2f B, ZeRO-3 %.2f B\n",
-                p.dp, mixed_precision_state_bytes_per_parameter(0, p.dp),
-                mixed_precision_state_bytes_per_parameter(1, p.dp),
-                mixed_precision_state_bytes_per_parameter(2, p.dp),
-                mixed_precision_state_bytes_per_parameter(3, p.dp));
-  out += line;
+  out += formatted(
+      "model state per parameter per rank in mixed precision at dp %d (DeepSpeed): DDP %.2f B, "
+      "ZeRO-1 %.2f B, ZeRO-2 %.2f B, ZeRO-3 %.2f B\n",
+      p.dp, mixed_precision_state_bytes_per_parameter(0, p.dp),
+      mixed_precision_state_bytes_per_parameter(1, p.dp), mixed_precision_state_bytes_per_parameter(2, p.dp),
+      mixed_precision_state_bytes_per_parameter(3, p.dp));
   return out;
 }
 
