@@ -69,10 +69,29 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
       stats.peak_memory_growth =
           std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
   };
+  // The transfers of one batch (a run of consecutive transfers in `ops`), posted together.
+  std::vector<comm::P2POp> batch;
+  std::vector<comm::WorkPtr*> batch_arrivals;  // the slots' arrival handles its receives complete
+  std::vector<PendingSend> batch_sends;
   const auto send = [&](const PipeOp& op, const at::Tensor& tensor) {
     // Sequence-parallel activations are transposed layouts: the wire wants contiguous bytes.
     const at::Tensor buffer = tensor.detach().contiguous();
-    sends.push_back({group_.send(buffer, peer_stage(op, shape), message_tag(op, shape)), buffer, tensor});
+    batch.push_back({comm::P2POp::Kind::kSend, buffer, peer_stage(op, shape), message_tag(op, shape)});
+    batch_sends.push_back({nullptr, buffer, tensor});
+  };
+  const auto receive = [&](const PipeOp& op, at::Tensor& buffer, comm::WorkPtr& arrival) {
+    buffer = at::empty(callbacks.activation_shape(op.microbatch), at::TensorOptions().dtype(dtype_));
+    batch.push_back({comm::P2POp::Kind::kRecv, buffer, peer_stage(op, shape), message_tag(op, shape)});
+    batch_arrivals.push_back(&arrival);
+  };
+  const auto post_batch = [&] {
+    if (batch.empty()) return;
+    const comm::WorkPtr work = group_.batch_p2p(batch);
+    for (comm::WorkPtr* arrival : batch_arrivals) *arrival = work;
+    for (PendingSend& s : batch_sends) sends.push_back({work, std::move(s.buffer), std::move(s.activation)});
+    batch.clear();
+    batch_arrivals.clear();
+    batch_sends.clear();
   };
   // Completed sends release their activations; testing also lets MPI progress the rest.
   const auto reap_sends = [&] {
@@ -85,21 +104,18 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
       it = sends.erase(it);
     }
   };
-  const auto new_buffer = [&](int microbatch) {
-    return at::empty(callbacks.activation_shape(microbatch), at::TensorOptions().dtype(dtype_));
-  };
 
   for (const PipeOp& op : ops) {
+    // A run of transfers is one batch (schedule.h): posted when the next compute operation comes.
+    if (!is_communication(op.action)) post_batch();
     const std::pair<int, int> key{op.microbatch, op.chunk};
     Slot& slot = slots[key];
     switch (op.action) {
       case Action::kRecvForward:
-        slot.input = new_buffer(op.microbatch);
-        slot.input_arrival = group_.recv(slot.input, peer_stage(op, shape), message_tag(op, shape));
+        receive(op, slot.input, slot.input_arrival);
         break;
       case Action::kRecvBackward:
-        slot.output_grad = new_buffer(op.microbatch);
-        slot.grad_arrival = group_.recv(slot.output_grad, peer_stage(op, shape), message_tag(op, shape));
+        receive(op, slot.output_grad, slot.grad_arrival);
         break;
       case Action::kForward: {
         wait_for(slot.input_arrival);
@@ -142,6 +158,7 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
     }
     reap_sends();
   }
+  post_batch();
   for (PendingSend& s : sends) s.work->wait();
   if (!slots.empty())
     throw std::logic_error("pipeline executor: the schedule left " + std::to_string(slots.size()) +

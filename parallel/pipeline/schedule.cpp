@@ -6,11 +6,13 @@
 namespace atl::parallel::pipeline {
 namespace {
 
-// One compute operation in the order a schedule runs them.
+// One compute operation in the order a schedule runs them. `batch_after`: the transfers it sends
+// are posted right after it; otherwise they wait for the next compute operation's batch.
 struct Compute {
   bool forward;
   int microbatch;
   int chunk;
+  bool batch_after = true;
 };
 
 void require(bool condition, const std::string& message) {
@@ -23,39 +25,50 @@ void check_shape(const PipelineShape& s) {
   require(s.virtual_stages >= 1, "virtual_stages must be >= 1");
 }
 
-// Adds the communication of each compute operation: the send it produces right after it, and the
-// receive it needs one compute operation ahead of it. Virtual stages at either end of the model
-// neither receive nor send.
+// Adds the communication: compute operations run in groups (each one alone, or with `batch_after`
+// unset the next one with it), and after each group one batch holds the sends of what the group
+// produced and the receives the next group needs; the first group's receives come before it. A send
+// and the neighbour's matching receive thus always sit in batches that can run at the same time, so
+// the schedule cannot deadlock on in-order streams (NCCL), as Megatron pairs send-forward with
+// recv-backward. Virtual stages at either end of the model neither receive nor send.
 std::vector<PipeOp> with_communication(const PipelineShape& shape, const std::vector<Compute>& order) {
-  const auto receive_for = [&shape](const Compute& c, std::vector<PipeOp>& ops) {
-    if (c.forward && !shape.is_first(c.chunk)) ops.push_back({Action::kRecvForward, c.microbatch, c.chunk});
-    if (!c.forward && !shape.is_last(c.chunk)) ops.push_back({Action::kRecvBackward, c.microbatch, c.chunk});
-  };
   std::vector<PipeOp> ops;
-  if (!order.empty()) receive_for(order.front(), ops);
+  const auto receives_of_group = [&](size_t first) {
+    for (size_t i = first; i < order.size(); ++i) {
+      const Compute& c = order[i];
+      if (c.forward && !shape.is_first(c.chunk)) ops.push_back({Action::kRecvForward, c.microbatch, c.chunk});
+      if (!c.forward && !shape.is_last(c.chunk))
+        ops.push_back({Action::kRecvBackward, c.microbatch, c.chunk});
+      if (c.batch_after) break;
+    }
+  };
+  receives_of_group(0);
+  std::vector<PipeOp> sends;  // of the group running
   for (size_t i = 0; i < order.size(); ++i) {
     const Compute& c = order[i];
-    if (i + 1 < order.size()) receive_for(order[i + 1], ops);
-    if (c.forward) {
-      ops.push_back({Action::kForward, c.microbatch, c.chunk});
-      if (!shape.is_last(c.chunk)) ops.push_back({Action::kSendForward, c.microbatch, c.chunk});
-    } else {
-      ops.push_back({Action::kBackward, c.microbatch, c.chunk});
-      if (!shape.is_first(c.chunk)) ops.push_back({Action::kSendBackward, c.microbatch, c.chunk});
-    }
+    ops.push_back({c.forward ? Action::kForward : Action::kBackward, c.microbatch, c.chunk});
+    if (c.forward && !shape.is_last(c.chunk)) sends.push_back({Action::kSendForward, c.microbatch, c.chunk});
+    if (!c.forward && !shape.is_first(c.chunk))
+      sends.push_back({Action::kSendBackward, c.microbatch, c.chunk});
+    if (!c.batch_after && i + 1 < order.size()) continue;
+    ops.insert(ops.end(), sends.begin(), sends.end());
+    sends.clear();
+    receives_of_group(i + 1);
   }
   return ops;
 }
 
 // Warmup forwards, then one forward and one backward alternately, then the remaining backwards.
-// forward_at(k) / backward_at(k) name the k-th forward / backward of the stage.
+// forward_at(k) / backward_at(k) name the k-th forward / backward of the stage. `paired_steady`: each
+// steady-state forward shares its backward's batch.
 template <typename ForwardAt, typename BackwardAt>
 std::vector<Compute> warmup_steady_cooldown(int total, int warmup, ForwardAt forward_at,
-                                            BackwardAt backward_at) {
+                                            BackwardAt backward_at, bool paired_steady = false) {
   std::vector<Compute> order;
   for (int k = 0; k < warmup; ++k) order.push_back(forward_at(k));
   for (int k = 0; k < total - warmup; ++k) {
     order.push_back(forward_at(warmup + k));
+    order.back().batch_after = !paired_steady;
     order.push_back(backward_at(k));
   }
   for (int k = total - warmup; k < total; ++k) order.push_back(backward_at(k));
@@ -122,8 +135,10 @@ std::vector<PipeOp> build_schedule(ScheduleKind kind, const PipelineShape& shape
   const auto microbatch_of = [p, v](int k) { return k / (p * v) * p + k % p; };
   const auto forward_at = [=](int k) { return Compute{true, microbatch_of(k), k % (p * v) / p}; };
   const auto backward_at = [=](int k) { return Compute{false, microbatch_of(k), v - 1 - k % (p * v) / p}; };
-  return with_communication(
-      shape, warmup_steady_cooldown(m * v, warmup_forwards(kind, shape), forward_at, backward_at));
+  // Interleaved stages hand chunks back and forth both ways in the steady state: one batch per
+  // forward-backward pair (Megatron's send_forward_backward_recv_forward_backward).
+  return with_communication(shape, warmup_steady_cooldown(m * v, warmup_forwards(kind, shape), forward_at,
+                                                          backward_at, /*paired_steady=*/true));
 }
 
 std::vector<PipeOp> forward_only_schedule(const PipelineShape& shape) {

@@ -5,11 +5,13 @@
 // Virtual stages: with v model chunks per rank, chunk c of stage r is virtual stage c * p + r, so
 // activations flow 0 -> 1 -> ... -> p-1 -> (chunk 1 on) 0 -> ... (Megatron's interleaved layout).
 //
-// Communication is explicit and asynchronous: a send is posted right after the compute operation
-// that produces its tensor and never blocks; a receive is posted one compute operation ahead of the
-// one that needs it (so the transfer overlaps that computation), and only that compute operation
-// waits for it. A stage therefore blocks only on data it truly needs, which makes every schedule
-// whose compute order respects the data dependencies deadlock-free (the unit tests check it).
+// Communication is explicit and batched: compute operations run in groups (one each, or in the
+// interleaved steady state a forward with its backward), and after each group the list holds one run
+// of transfers -- the sends of what the group produced and the receives the next group needs -- that
+// the executor posts as one batch (one NCCL group) and waits on only before the compute operation
+// that needs a tensor from it. Every schedule is deadlock-free both under MPI's semantics and on
+// NCCL's in-order streams, with transfers between two stages posted in the same order at both ends
+// (the unit tests play all stages together under each).
 #pragma once
 
 #include <string>

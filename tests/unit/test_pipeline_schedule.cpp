@@ -1,11 +1,19 @@
-// Pipeline schedules (parallel/pipeline/schedule.h), checked without MPI: a simulator plays every
-// stage's operation list together -- posting a transfer never blocks, a compute operation waits until
-// the transfer it needs has been posted by the sender, as with non-blocking MPI -- and proves each
-// schedule deadlock-free, ordered, within its memory bound and as idle as theory says.
+// Pipeline schedules (parallel/pipeline/schedule.h), checked without MPI or NCCL. Two simulators play
+// every stage's operation list together, each run of consecutive transfers posted as one batch as
+// the executor posts it:
+// - MPI's semantics, with time: posting never blocks, and a compute operation waits until every
+//   transfer of the batch holding its input has been posted at the other end. It proves each schedule
+//   deadlock-free, ordered, within its memory bound and as idle as theory says.
+// - NCCL's semantics: each stage's batches run in order on one stream, a batch starts once the one
+//   before it has finished and the computations posted before it are done, and it finishes only when
+//   every peer has started the batch holding the matching transfer; transfers between two stages
+//   match in the order they are posted (NCCL has no tags). It proves each schedule deadlock-free and
+//   its transfers matched in order on GPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -39,17 +47,52 @@ bool is_send(Action action) {
   return action == Action::kSendForward || action == Action::kSendBackward;
 }
 
+// The batch of each operation: consecutive transfers share one (what the executor posts as one
+// batch_p2p), a compute operation has none (-1). `one_per_transfer` gives each transfer its own.
+std::vector<int> batch_ids(const std::vector<PipeOp>& ops, bool one_per_transfer = false) {
+  std::vector<int> ids(ops.size(), -1);
+  int batch = -1;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!is_communication(ops[i].action)) continue;
+    if (one_per_transfer || i == 0 || !is_communication(ops[i - 1].action)) ++batch;
+    ids[i] = batch;
+  }
+  return ids;
+}
+
+// The receive a compute operation needs, if any.
+std::optional<PipeOp> input_of(const PipeOp& op, const PipelineShape& shape) {
+  const bool forward = op.action == Action::kForward;
+  if (forward ? shape.is_first(op.chunk) : shape.is_last(op.chunk)) return std::nullopt;
+  return PipeOp{forward ? Action::kRecvForward : Action::kRecvBackward, op.microbatch, op.chunk};
+}
+
 // Plays the lists of all stages with forward cost 1 and backward cost 2 per full stage (a chunk
-// costs 1/v of that) and instantaneous transfers.
+// costs 1/v of that) and instantaneous transfers, under MPI's semantics (see the top).
 SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists,
                           const std::vector<PipelineShape>& shapes) {
   const int stages = static_cast<int>(lists.size());
   std::vector<size_t> position(stages, 0);
   std::vector<double> clock(stages, 0.0);
-  std::map<TransferKey, double> sent;  // when each send was posted
-  std::set<TransferKey> received;      // receives posted
+  std::map<TransferKey, double> sent, received;  // when each end of a transfer was posted
+  std::vector<std::vector<int>> batches;
+  for (const auto& list : lists) batches.push_back(batch_ids(list));
   SimulationResult result;
   result.busy.assign(stages, 0.0);
+
+  // When every transfer of stage s's batch `batch` had both ends posted; nullopt while one has not.
+  const auto batch_ready = [&](int s, int batch) -> std::optional<double> {
+    double ready = 0.0;
+    for (size_t i = 0; i < lists[s].size(); ++i) {
+      if (batches[s][i] != batch) continue;
+      const PipeOp& op = lists[s][i];
+      const auto& other_end = is_send(op.action) ? received : sent;
+      const auto it = other_end.find(key_of(op, shapes[s]));
+      if (it == other_end.end()) return std::nullopt;
+      ready = std::max(ready, it->second);
+    }
+    return ready;
+  };
 
   bool progress = true;
   while (progress) {
@@ -58,26 +101,23 @@ SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists,
       for (; position[s] < lists[s].size(); ++position[s], progress = true) {
         const PipeOp& op = lists[s][position[s]];
         if (is_communication(op.action)) {
-          const TransferKey key = key_of(op, shapes[s]);
-          if (is_send(op.action)) {
-            EXPECT_TRUE(sent.emplace(key, clock[s]).second) << "sent twice";
-          } else {
-            EXPECT_TRUE(received.insert(key).second) << "received twice";
-          }
+          auto& posted = is_send(op.action) ? sent : received;
+          EXPECT_TRUE(posted.emplace(key_of(op, shapes[s]), clock[s]).second) << "posted twice";
           continue;
         }
-        // The input this compute operation needs: its receive must have been posted earlier.
-        const bool forward = op.action == Action::kForward;
-        const bool needs_input = forward ? !shapes[s].is_first(op.chunk) : !shapes[s].is_last(op.chunk);
-        if (needs_input) {
-          const PipeOp recv{forward ? Action::kRecvForward : Action::kRecvBackward, op.microbatch, op.chunk};
-          const TransferKey key = key_of(recv, shapes[s]);
-          EXPECT_TRUE(received.count(key)) << action_name(op.action) << " before its receive was posted";
-          const auto it = sent.find(key);
-          if (it == sent.end()) break;  // blocked until the sender gets there
-          clock[s] = std::max(clock[s], it->second);
+        // The input this compute operation needs: its receive must have been posted earlier, and
+        // the operation waits for the whole batch that holds it.
+        if (const std::optional<PipeOp> input = input_of(op, shapes[s])) {
+          const auto at =
+              std::find(lists[s].begin(), lists[s].begin() + static_cast<long>(position[s]), *input);
+          EXPECT_NE(at, lists[s].begin() + static_cast<long>(position[s]))
+              << action_name(op.action) << " before its receive was posted";
+          if (at == lists[s].begin() + static_cast<long>(position[s])) break;
+          const std::optional<double> ready = batch_ready(s, batches[s][at - lists[s].begin()]);
+          if (!ready) break;  // blocked until the other ends get there
+          clock[s] = std::max(clock[s], *ready);
         }
-        const double cost = (forward ? 1.0 : 2.0) / shapes[s].virtual_stages;
+        const double cost = (op.action == Action::kForward ? 1.0 : 2.0) / shapes[s].virtual_stages;
         clock[s] += cost;
         result.busy[s] += cost;
       }
@@ -90,6 +130,87 @@ SimulationResult simulate(const std::vector<std::vector<PipeOp>>& lists,
   if (!result.deadlocked) {
     EXPECT_EQ(sent.size(), received.size()) << "every send needs exactly one receive";
     for (const auto& [key, time] : sent) EXPECT_TRUE(received.count(key)) << "a send nobody receives";
+  }
+  return result;
+}
+
+struct StreamResult {
+  bool deadlocked = false;
+  bool matched_in_order = true;  // the k-th send from a to b is the k-th receive at b from a
+};
+
+// Plays the lists under NCCL's semantics (see the top); no time.
+StreamResult simulate_in_order_streams(const std::vector<std::vector<PipeOp>>& lists,
+                                       const std::vector<PipelineShape>& shapes,
+                                       bool one_per_transfer = false) {
+  const int stages = static_cast<int>(lists.size());
+  StreamResult result;
+  std::vector<std::vector<int>> batches;
+  std::map<std::pair<TransferKey, bool>, std::pair<int, int>> batch_of;  // (key, is send) -> (stage, batch)
+  std::map<std::pair<int, int>, std::vector<TransferKey>> sends, receives;  // by (from, to), in posting order
+  std::vector<int> batch_count(stages, 0);
+  for (int s = 0; s < stages; ++s) {
+    batches.push_back(batch_ids(lists[s], one_per_transfer));
+    for (size_t i = 0; i < lists[s].size(); ++i) {
+      const PipeOp& op = lists[s][i];
+      if (!is_communication(op.action)) continue;
+      const TransferKey key = key_of(op, shapes[s]);
+      batch_of[{key, is_send(op.action)}] = {s, batches[s][i]};
+      (is_send(op.action) ? sends : receives)[{std::get<0>(key), std::get<1>(key)}].push_back(key);
+      batch_count[s] = batches[s][i] + 1;
+    }
+  }
+  for (const auto& [pair, keys] : sends) result.matched_in_order &= receives[pair] == keys;
+
+  std::vector<std::vector<bool>> started(stages), finished(stages);
+  for (int s = 0; s < stages; ++s) {
+    started[s].assign(batch_count[s], false);
+    finished[s].assign(batch_count[s], false);
+  }
+  std::vector<size_t> computed(stages, 0);  // list position of the next compute operation
+  const auto next_compute = [&](int s) {
+    while (computed[s] < lists[s].size() && is_communication(lists[s][computed[s]].action)) ++computed[s];
+    return computed[s];
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      // The stream: its first unstarted batch starts once the batch before it has finished and the
+      // computations posted before it (whose results it may send) are done.
+      for (size_t i = 0; i < lists[s].size(); ++i) {
+        const int b = batches[s][i];
+        if (b < 0 || started[s][b]) continue;
+        if ((b == 0 || finished[s][b - 1]) && next_compute(s) > i) started[s][b] = progress = true;
+        break;
+      }
+      // Started batches finish when every transfer's other end is in a started batch.
+      for (int b = 0; b < batch_count[s]; ++b) {
+        if (!started[s][b] || finished[s][b]) continue;
+        bool all = true;
+        for (size_t i = 0; i < lists[s].size(); ++i) {
+          if (batches[s][i] != b) continue;
+          const PipeOp& op = lists[s][i];
+          const auto [peer, peer_batch] = batch_of.at({key_of(op, shapes[s]), !is_send(op.action)});
+          all &= started[peer][peer_batch];
+        }
+        if (all) finished[s][b] = progress = true;
+      }
+      // The compute stream: in order, each operation after the batch holding its input.
+      while (next_compute(s) < lists[s].size()) {
+        const PipeOp& op = lists[s][computed[s]];
+        if (const std::optional<PipeOp> input = input_of(op, shapes[s])) {
+          const auto [stage, batch] = batch_of.at({key_of(*input, shapes[s]), false});
+          if (!finished[stage][batch]) break;
+        }
+        ++computed[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    result.deadlocked |= next_compute(s) < lists[s].size();
+    for (int b = 0; b < batch_count[s]; ++b) result.deadlocked |= !finished[s][b];
   }
   return result;
 }
@@ -208,6 +329,47 @@ TEST(PipelineSchedule, ForwardOnlyIsDeadlockFree) {
       }
     }
   }
+}
+
+// Every schedule the executor runs, on in-order streams with tagless matching (NCCL): no deadlock,
+// and the transfers between each pair of stages posted in the same order at both ends.
+TEST(PipelineSchedule, EveryScheduleIsDeadlockFreeAndMatchedInOrderOnInOrderStreams) {
+  struct Case {
+    ScheduleKind kind;
+    int p, v, m;
+  };
+  std::vector<Case> cases;
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m)
+      for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
+        cases.push_back({kind, p, 1, m});
+  for (int p = 2; p <= 8; ++p)
+    for (int v = 1; v <= 4; ++v)
+      for (int m = p; m <= 16; m += p) cases.push_back({ScheduleKind::kInterleaved, p, v, m});
+  for (const Case& c : cases) {
+    const auto shapes = shapes_of(c.p, c.m, c.v);
+    const StreamResult training = simulate_in_order_streams(lists_of(c.kind, shapes), shapes);
+    std::vector<std::vector<PipeOp>> evaluation;
+    for (const PipelineShape& s : shapes) evaluation.push_back(forward_only_schedule(s));
+    const StreamResult forward_only = simulate_in_order_streams(evaluation, shapes);
+    const std::string name = "p=" + std::to_string(c.p) + " v=" + std::to_string(c.v) +
+                             " m=" + std::to_string(c.m) +
+                             " kind=" + std::to_string(static_cast<int>(c.kind));
+    EXPECT_FALSE(training.deadlocked) << name;
+    EXPECT_TRUE(training.matched_in_order) << name;
+    EXPECT_FALSE(forward_only.deadlocked) << name;
+    EXPECT_TRUE(forward_only.matched_in_order) << name;
+  }
+}
+
+// Why the executor batches: the same 1F1B lists with every transfer in a group of its own deadlock on
+// in-order streams (stage 0 waits for a gradient that stage 1 queued behind a receive of an activation
+// stage 0 queued behind that wait).
+TEST(PipelineSchedule, OneTransferPerGroupDeadlocksOnInOrderStreams) {
+  const auto shapes = shapes_of(2, 4, 1);
+  EXPECT_TRUE(simulate_in_order_streams(lists_of(ScheduleKind::kOneFOneB, shapes), shapes,
+                                        /*one_per_transfer=*/true)
+                  .deadlocked);
 }
 
 TEST(PipelineSchedule, EndsOfTheModelNeitherReceiveNorSend) {
