@@ -10,23 +10,30 @@ source "$(dirname "$0")/lib.sh"
 cases=()  # the NAME of every expect_error / expect_cli_error case, checked against the README
 readme=$(cd "$(dirname "$0")/../.." && pwd)/README.md
 
+# expect_exit NAME CODE REGEX COMMAND...: COMMAND exits with CODE and prints REGEX exactly once (its
+# output in $work/NAME.log); NAME joins the cases checked against the README's catalogue.
+expect_exit() {
+  local name=$1 code=$2 regex=$3
+  shift 3
+  cases+=("$name")
+  timeout 120 "$@" >"$work/$name.log" 2>&1
+  local status=$? count
+  count=$(grep -cE -e "$regex" "$work/$name.log")
+  if [[ $status -eq $code && $count -eq 1 ]]; then
+    check ok "$name"
+  else
+    check fail "$name (exit $status, expected $code; message seen $count times)"
+    sed 's/^/    /' "$work/$name.log" | head -20
+  fi
+}
+
 # expect_error NAME REGEX NP ARGS...: `mpirun -np NP atoll ARGS... --set run.dir=$committed` exits
-# with 2 (bad input), REGEX printed exactly once. Every case runs in the run directory of a committed checkpoint
-# ($committed, set below), which must come out of all of them unchanged.
+# with 2 (bad input), REGEX printed exactly once. Every case runs in the run directory of a committed
+# checkpoint ($committed, set below), which must come out of all of them unchanged.
 expect_error() {
   local name=$1 regex=$2 np=$3
   shift 3
-  cases+=("$name")
-  timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" --set run.dir="$committed" >"$work/$name.log" 2>&1
-  local status=$?
-  local count
-  count=$(grep -cE -e "$regex" "$work/$name.log")
-  if [[ $status -eq $EXIT_BAD_INPUT && $count -eq 1 ]]; then
-    check ok "$name"
-  else
-    check fail "$name (exit $status, expected $EXIT_BAD_INPUT; message seen $count times)"
-    sed 's/^/    /' "$work/$name.log" | head -20
-  fi
+  expect_exit "$name" "$EXIT_BAD_INPUT" "$regex" mpirun --oversubscribe -np "$np" "$atoll" "$@" --set run.dir="$committed"
 }
 
 # expect_cli_error NAME CODE REGEX ARGS...: `atoll ARGS...` run directly (no mpirun; SLURM_JOB_ID
@@ -35,17 +42,7 @@ expect_error() {
 expect_cli_error() {
   local name=$1 code=$2 regex=$3
   shift 3
-  cases+=("$name")
-  timeout 120 env -u SLURM_JOB_ID "$atoll" "$@" >"$work/$name.log" 2>&1
-  local status=$?
-  local count
-  count=$(grep -cE -e "$regex" "$work/$name.log")
-  if [[ $status -eq $code && $count -eq 1 ]]; then
-    check ok "$name"
-  else
-    check fail "$name (exit $status, expected $code; message seen $count times)"
-    sed 's/^/    /' "$work/$name.log" | head -20
-  fi
+  expect_exit "$name" "$code" "$regex" env -u SLURM_JOB_ID "$atoll" "$@"
 }
 
 make_corpus "$atoll" "$work/data"
