@@ -107,10 +107,10 @@ std::vector<NamedTensor> read_safetensors(const std::string& path) {
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw std::runtime_error("safetensors: " + path + " is truncated in its header");
   const uint64_t data_start = 8 + header_size;
-  nlohmann::json entries;
+  nlohmann::ordered_json entries;  // ordered: tensors come back in file order, read front to back
   try {
-    entries = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::parse_error& e) {
+    entries = nlohmann::ordered_json::parse(header);
+  } catch (const nlohmann::ordered_json::parse_error& e) {
     throw std::runtime_error("safetensors: " + path + ": the header is not JSON (" + e.what() + ")");
   }
   if (!entries.is_object())

@@ -1,6 +1,7 @@
 #include "runtime/parallelize.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "comm/mpi_communicator.h"
 #include "optim/grad_clip.h"
@@ -49,13 +50,16 @@ std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParal
 // The outer optimizer an algorithm other than none runs.
 optim::outer::Algorithm outer_algorithm(OuterAlgorithm algorithm) {
   switch (algorithm) {
+    case OuterAlgorithm::kDiLoCo:
+      return optim::outer::Algorithm::kDiLoCo;
     case OuterAlgorithm::kStreamingDiLoCo:
       return optim::outer::Algorithm::kStreamingDiLoCo;
     case OuterAlgorithm::kNoLoCo:
       return optim::outer::Algorithm::kNoLoCo;
-    default:
-      return optim::outer::Algorithm::kDiLoCo;
+    case OuterAlgorithm::kNone:
+      break;
   }
+  throw std::logic_error("parallelize: outer.algorithm none has no outer optimizer");
 }
 
 // The outer optimizer's fragments in the inner optimizer's coordinates: the whole of every value

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "comm/flight_recorder.h"
-#include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
 #include "comm/watchdog.h"
 #include "optim/grad_clip.h"
