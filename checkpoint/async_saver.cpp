@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "checkpoint/staging_copy.h"
+
 namespace atl::checkpoint {
 
 AsyncSaver::AsyncSaver(const CheckpointStore& store, bool lazy, std::chrono::milliseconds copy_delay)
@@ -14,14 +16,14 @@ AsyncSaver::~AsyncSaver() {
   }
 }
 
-void AsyncSaver::snapshot(int64_t step, const std::vector<Piece>& pieces) {
+void AsyncSaver::snapshot(int64_t step, const std::vector<Piece>& pieces, StagingCopy& copier) {
   // The staging pool is allocated on the first save and reused as long as the pieces keep their sizes.
   bool reuse = staged_.size() == pieces.size();
   for (size_t i = 0; reuse && i < pieces.size(); ++i)
     reuse = staged_[i].data.numel() == pieces[i].data.numel();
   if (!reuse) {
     staged_ = pieces;
-    for (Piece& p : staged_) p.data = at::empty_like(p.data, at::MemoryFormat::Contiguous);
+    for (Piece& p : staged_) p.data = host_staging_like(p.data);
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (copy_delay_.count() > 0) std::this_thread::sleep_for(copy_delay_);
@@ -33,7 +35,7 @@ void AsyncSaver::snapshot(int64_t step, const std::vector<Piece>& pieces) {
     staged_[i].piece = pieces[i].piece;
     staged_[i].begin = pieces[i].begin;
     staged_[i].end = pieces[i].end;
-    staged_[i].data.copy_(pieces[i].data);
+    copier.copy(staged_[i].data, pieces[i].data);
   }
 }
 
@@ -43,24 +45,24 @@ void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces)
   std::promise<std::string> committed;
   copied_ = copied.get_future();
   committed_ = committed.get_future();
+  // Here, on the thread that updates the state: the copies come after its last update.
+  StagingCopy copier(pieces.empty() ? c10::Device(c10::kCPU) : pieces.front().data.device());
   if (!lazy_) {
     at::NoGradGuard no_grad;
-    snapshot(info.step, pieces);
-    copied.set_value();
+    snapshot(info.step, pieces, copier);  // done on the CPU; queued on a GPU's side stream
   }
   // The worker owns the promises; the live pieces are captured by value (views: cheap).
-  worker_ = std::thread([this, info, pieces, lazy = lazy_, copied = std::move(copied),
-                         committed = std::move(committed)]() mutable {
+  worker_ = std::thread([this, info, pieces, lazy = lazy_, copier = std::move(copier),
+                         copied = std::move(copied), committed = std::move(committed)]() mutable {
     std::string snapshot_error;
-    if (lazy) {
-      try {
-        at::NoGradGuard no_grad;
-        snapshot(info.step, pieces);
-      } catch (const std::exception& e) {
-        snapshot_error = std::string("checkpoint: cannot take the snapshot: ") + e.what();
-      }
-      copied.set_value();  // the trainer may go on either way; the error surfaces with the commit
+    try {
+      at::NoGradGuard no_grad;
+      if (lazy) snapshot(info.step, pieces, copier);
+      copier.wait();
+    } catch (const std::exception& e) {
+      snapshot_error = std::string("checkpoint: cannot take the snapshot: ") + e.what();
     }
+    copied.set_value();  // the trainer may go on either way; the error surfaces with the commit
     try {
       // A failed snapshot still takes part in the save's agreement, so no rank waits for it forever.
       committed.set_value(store_.save(info, staged_, snapshot_error));

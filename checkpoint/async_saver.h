@@ -1,7 +1,8 @@
 // Saves that do not stop training (DESIGN §7; DataStates-LLM's lazy asynchronous checkpointing).
 //
-//   async       request() copies the state into a host staging pool (allocated once, reused) and
-//               returns; a background thread writes the shards and commits while training goes on.
+//   async       request() copies the state into a host staging pool (allocated once, reused; pinned
+//               when the state is on a GPU, where the copies run on a side stream) and returns; a
+//               background thread writes the shards and commits while training goes on.
 //   async_lazy  request() returns at once; the background thread takes the copy while the next
 //               forward and backward run, which do not touch the saved state. The trainer calls
 //               fence() before its next in-place update (the optimizer step) and blocks only if the
@@ -24,6 +25,8 @@
 
 namespace atl::checkpoint {
 
+class StagingCopy;
+
 class AsyncSaver {
  public:
   // `copy_delay`: a pause before copying each piece (tests slow the lazy copy down with it).
@@ -44,7 +47,7 @@ class AsyncSaver {
   std::string wait();
 
  private:
-  void snapshot(int64_t step, const std::vector<Piece>& pieces);
+  void snapshot(int64_t step, const std::vector<Piece>& pieces, StagingCopy& copier);
 
   const CheckpointStore& store_;
   bool lazy_;

@@ -73,9 +73,11 @@ std::vector<WrittenTensor> write_safetensors(const std::string& path,
     write_all(fd, header.data(), header.size(), path);
     uint64_t offset = 8 + header_size;
     for (const NamedTensor& t : tensors) {
-      const size_t n = t.tensor.nbytes();
-      write_all(fd, t.tensor.data_ptr(), n, path);
-      written.push_back({offset, n, crc32c(t.tensor.data_ptr(), n)});
+      // A synchronous save hands the live state over: on a GPU its bytes come to the host first.
+      const at::Tensor host = t.tensor.cpu();
+      const size_t n = host.nbytes();
+      write_all(fd, host.data_ptr(), n, path);
+      written.push_back({offset, n, crc32c(host.data_ptr(), n)});
       offset += n;
     }
     if (::fsync(fd) != 0)

@@ -13,6 +13,13 @@ find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_nccl_hi
 find_path(CUDART_INCLUDE_DIR cuda_runtime_api.h HINTS ${_nccl_hints} PATH_SUFFIXES include NO_DEFAULT_PATH)
 find_library(CUDART_LIBRARY NAMES cudart libcudart.so.13 libcudart.so.12 NAMES_PER_DIR HINTS ${_nccl_hints} PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu NO_DEFAULT_PATH)
 
+# The version from nccl.h, so the configure log says which NCCL the build uses.
+if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
+  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_version_lines REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
+         NCCL_VERSION "${_nccl_version_lines}")
+endif()
+
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(NCCL DEFAULT_MSG NCCL_INCLUDE_DIR NCCL_LIBRARY CUDART_INCLUDE_DIR CUDART_LIBRARY)
 

@@ -3,7 +3,8 @@
 // Every operation is asynchronous and returns a Work handle; call wait() before touching the
 // tensors again. Tensors are reduced in place where the operation allows it and must be
 // contiguous (no hidden copies on the hot path). Two backends implement it: MPI (CPU tensors,
-// control, always present) and NCCL (CUDA tensors, when built with ATOLL_WITH_NCCL).
+// control, always present) and NCCL (CUDA tensors, when built with -DATOLL_WITH_CUDA); a mesh group
+// holds both and routes each operation by its tensors' device (two_plane_communicator.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,8 +27,12 @@ enum class ReduceOp { kSum, kAvg, kMax };
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the operation is complete and its result visible to the caller.
+  // Makes the result visible to what the caller does next: on the CPU (MPI) blocks until the
+  // operation is complete; on a device (NCCL) makes the current stream wait for it, without blocking
+  // the host, so kernels queued next see the result.
   virtual void wait() = 0;
+  // Blocks the host until the operation is complete (the host is about to read the result itself).
+  virtual void synchronize() { wait(); }
   // Non-blocking completion check; also drives progress of the backend (MPI progresses
   // non-blocking collectives only inside MPI calls, so polling it during backward matters).
   virtual bool test() = 0;
@@ -121,11 +126,14 @@ class Communicator {
   // progresses by itself, as NCCL on its stream does).
   virtual std::shared_ptr<void> progress_in_background() { return nullptr; }
 
-  const ByteCounters& bytes() const { return counters_; }
+  const ByteCounters& bytes() const { return *counting_; }
+  // Counts this communicator's bytes and waits in `counters` from now on (which must outlive it): a
+  // two-plane group counts both its planes as one group.
+  void count_into(ByteCounters& counters) { counting_ = &counters; }
 
   // Records every operation on this group (of more than one rank) in `recorder`, which must outlive
   // the communicator; null stops recording.
-  void record_in(FlightRecorder* recorder) { recorder_ = recorder; }
+  virtual void record_in(FlightRecorder* recorder) { recorder_ = recorder; }
   // The group's name and its members' world ranks, e.g. "dp[0,2]": how flight records name groups.
   const std::string& label() const { return label_.empty() ? name() : label_; }
 
@@ -138,12 +146,14 @@ class Communicator {
   // Ends `record` when called (empty for record 0). The recorder must outlive the closer.
   std::function<void()> record_closer(uint64_t record) const;
   FlightRecorder* recorder() const { return recorder_; }
+  ByteCounters& counters() { return *counting_; }
 
-  ByteCounters counters_;
   std::string label_;  // set by backends that know their members' world ranks
 
  private:
   FlightRecorder* recorder_ = nullptr;
+  ByteCounters own_counters_;
+  ByteCounters* counting_ = &own_counters_;
 };
 
 // Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.

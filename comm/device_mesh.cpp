@@ -6,26 +6,41 @@
 #include <stdexcept>
 #include <vector>
 
+#include "atoll/build_config.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
+#if ATOLL_CUDA
+#include "comm/nccl_communicator.h"
+#endif
 
 namespace atl::comm {
 namespace {
 
-std::unique_ptr<MpiCommunicator> split_group(const MpiCommunicator& world, const MeshShape& shape,
-                                             GroupKind kind) {
+std::unique_ptr<TwoPlaneCommunicator> split_group(const MpiCommunicator& world, const MeshShape& shape,
+                                                  GroupKind kind, int cuda_device) {
   const std::vector<int> members = group_members(shape, kind, world.rank());
   // The smallest member names the group; key = world rank keeps group ranks in mesh order.
   const int color = members.empty() ? MPI_UNDEFINED : members.front();
   MPI_Comm sub;
   MPI_CHECK(MPI_Comm_split(world.handle(), color, world.rank(), &sub));
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::make_unique<MpiCommunicator>(world.runtime(), sub, group_name(kind));
+  auto control = std::make_unique<MpiCommunicator>(world.runtime(), sub, group_name(kind));
+  std::unique_ptr<Communicator> device;
+  if (cuda_device >= 0) {
+#if ATOLL_CUDA
+    device = std::make_unique<NcclCommunicator>(*control, cuda_device, group_name(kind));
+#else
+    throw std::invalid_argument(
+        "parallel: CUDA device " + std::to_string(cuda_device) +
+        " asked for, but this build has no CUDA path; rebuild with -DATOLL_WITH_CUDA=ON");
+#endif
+  }
+  return std::make_unique<TwoPlaneCommunicator>(std::move(control), std::move(device));
 }
 
 }  // namespace
 
-DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape)
+DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device)
     : shape_(shape), rank_(world.rank()) {
   if (shape.islands < 1 || shape.pp < 1 || shape.dp < 1 || shape.tp < 1)
     throw std::invalid_argument("parallel: every mesh dimension must be >= 1, got " + shape.to_string());
@@ -34,12 +49,12 @@ DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape)
                                 " but " + std::to_string(world.size()) +
                                 " ranks were launched; launch that many ranks or change the layout");
   coord_ = coord_of(shape, rank_);
-  tp_ = split_group(world, shape, GroupKind::kTp);
-  dp_ = split_group(world, shape, GroupKind::kDp);
-  pp_ = split_group(world, shape, GroupKind::kPp);
-  island_ = split_group(world, shape, GroupKind::kIsland);
-  model_ = split_group(world, shape, GroupKind::kModel);
-  embedding_ = split_group(world, shape, GroupKind::kEmbedding);
+  tp_ = split_group(world, shape, GroupKind::kTp, cuda_device);
+  dp_ = split_group(world, shape, GroupKind::kDp, cuda_device);
+  pp_ = split_group(world, shape, GroupKind::kPp, cuda_device);
+  island_ = split_group(world, shape, GroupKind::kIsland, cuda_device);
+  model_ = split_group(world, shape, GroupKind::kModel, cuda_device);
+  embedding_ = split_group(world, shape, GroupKind::kEmbedding, cuda_device);
 }
 
 DeviceMesh::~DeviceMesh() = default;
@@ -64,9 +79,23 @@ Communicator& DeviceMesh::group(GroupKind kind) const {
   throw std::logic_error("unknown group kind");
 }
 
+std::vector<TwoPlaneCommunicator*> DeviceMesh::groups() const {
+  std::vector<TwoPlaneCommunicator*> out;
+  for (TwoPlaneCommunicator* group :
+       {tp_.get(), dp_.get(), pp_.get(), island_.get(), model_.get(), embedding_.get()})
+    if (group) out.push_back(group);
+  return out;
+}
+
 void DeviceMesh::record_in(FlightRecorder* recorder) const {
-  for (Communicator* group : {tp_.get(), dp_.get(), pp_.get(), island_.get(), model_.get(), embedding_.get()})
-    if (group) group->record_in(recorder);
+  for (TwoPlaneCommunicator* group : groups()) group->record_in(recorder);
+}
+
+std::vector<DeviceBackend*> DeviceMesh::device_backends() const {
+  std::vector<DeviceBackend*> backends;
+  for (const TwoPlaneCommunicator* group : groups())
+    if (group->device_backend()) backends.push_back(group->device_backend());
+  return backends;
 }
 
 std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {

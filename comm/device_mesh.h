@@ -5,20 +5,25 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/mesh_shape.h"
+#include "comm/two_plane_communicator.h"
 
 namespace atl::comm {
 
+class DeviceBackend;
 class FlightRecorder;
 class MpiCommunicator;
 
 class DeviceMesh {
  public:
-  // Collective over `world`. Throws std::invalid_argument when the shape does not cover exactly
-  // the launched ranks.
-  DeviceMesh(const MpiCommunicator& world, const MeshShape& shape);
+  // Collective over `world`. Every group has an MPI plane (control values, CPU tensors); with
+  // `cuda_device` >= 0 (this rank's GPU, already bound) also an NCCL plane, bootstrapped over the
+  // group's MPI communicator, for CUDA tensors (two_plane_communicator.h). Throws
+  // std::invalid_argument when the shape does not cover exactly the launched ranks.
+  DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device = -1);
   ~DeviceMesh();
   DeviceMesh(const DeviceMesh&) = delete;
   DeviceMesh& operator=(const DeviceMesh&) = delete;
@@ -37,16 +42,20 @@ class DeviceMesh {
   Communicator& group(GroupKind kind) const;
   // Records every group's operations in `recorder` (see Communicator::record_in).
   void record_in(FlightRecorder* recorder) const;
+  // The groups' NCCL planes, for the watchdog to poll and abort (empty on a CPU run).
+  std::vector<DeviceBackend*> device_backends() const;
 
   // One row per world rank: host, coordinates. Collective (gathers host names); the text is
   // complete on rank 0.
   std::string rank_table(const MpiCommunicator& world) const;
 
  private:
+  std::vector<TwoPlaneCommunicator*> groups() const;  // those this rank is in
+
   MeshShape shape_;
   MeshCoord coord_;
   int rank_ = 0;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, island_, model_, embedding_;
+  std::unique_ptr<TwoPlaneCommunicator> tp_, dp_, pp_, island_, model_, embedding_;
 };
 
 }  // namespace atl::comm

@@ -11,6 +11,10 @@
 #include "comm/mpi_check.h"
 #include "comm/mpi_runtime.h"
 
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
+#endif
+
 namespace atl::comm {
 namespace {
 
@@ -76,6 +80,26 @@ namespace {
 
 constexpr size_t kBlockingAllReduceBytes = 64 * 1024;
 
+// Whether this MPI library reads and writes device memory itself: Open MPI says so when built with
+// CUDA; any other MPI is taken not to.
+bool mpi_is_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
+
+// A tensor MPI can be handed: contiguous, and in host memory unless MPI is CUDA-aware (a device
+// pointer would otherwise crash inside MPI or silently send garbage).
+void check_mpi_tensor(const at::Tensor& tensor, const char* op) {
+  check_contiguous(tensor, op);
+  if (tensor.is_cuda() && !mpi_is_cuda_aware())
+    throw std::invalid_argument(std::string("MPI ") + op + ": tensor is on " + tensor.device().str() +
+                                " and this MPI is not CUDA-aware; CUDA tensors go through the group's NCCL "
+                                "plane (run.device: cuda) or must be copied to the CPU first");
+}
+
 int checked_count(int64_t numel, const char* op) {
   if (numel > INT_MAX)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(numel) +
@@ -126,8 +150,8 @@ MpiCommunicator::MpiCommunicator(const MpiRuntime& runtime, MPI_Comm comm, std::
 std::shared_ptr<MpiWork> MpiCommunicator::make_work(OpKind op, uint64_t wire_bytes, uint64_t tensor_bytes,
                                                     std::vector<at::Tensor> keep_alive,
                                                     std::function<void()> finish) {
-  counters_.add(op, wire_bytes);
-  return std::make_shared<MpiWork>(counters_, std::move(keep_alive), std::move(finish),
+  counters().add(op, wire_bytes);
+  return std::make_shared<MpiWork>(counters(), std::move(keep_alive), std::move(finish),
                                    record_closer(record_start(op, tensor_bytes)));
 }
 
@@ -136,7 +160,7 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
-  check_contiguous(tensor, "all_reduce");
+  check_mpi_tensor(tensor, "all_reduce");
   auto work = make_work(OpKind::kAllReduce, ring_bytes(tensor, size_, 2), tensor.nbytes(), {tensor},
                         average_finisher(tensor, op, size_));
   if (size_ == 1 || tensor.numel() == 0) return work;
@@ -147,7 +171,7 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
                             runtime_.datatype(tensor.scalar_type()),
                             runtime_.reduce_op(tensor.scalar_type(), op), comm_));
-    counters_.add_wait(elapsed_ns(start));
+    counters().add_wait(elapsed_ns(start));
     work->wait();
     return work;
   }
@@ -159,6 +183,8 @@ WorkPtr MpiCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
 }
 
 WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
+  check_mpi_tensor(input, "reduce_scatter");
+  check_mpi_tensor(output, "reduce_scatter");
   check_shard("reduce_scatter", input, output, size_, rank_);
   auto work = make_work(OpKind::kReduceScatter, ring_bytes(input, size_, 1), input.nbytes(), {input, output},
                         average_finisher(output, op, size_));
@@ -178,6 +204,8 @@ WorkPtr MpiCommunicator::reduce_scatter(const at::Tensor& input, const at::Tenso
 }
 
 WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
+  check_mpi_tensor(input, "all_gather");
+  check_mpi_tensor(output, "all_gather");
   check_shard("all_gather", output, input, size_, rank_);
   const ShardRange mine = shard_range(output.numel(), size_, rank_);
   auto work = make_work(OpKind::kAllGather, ring_bytes(output, size_, 1), output.nbytes(), {input, output});
@@ -204,7 +232,7 @@ WorkPtr MpiCommunicator::all_gather(const at::Tensor& input, const at::Tensor& o
 }
 
 WorkPtr MpiCommunicator::broadcast(const at::Tensor& tensor, int root) {
-  check_contiguous(tensor, "broadcast");
+  check_mpi_tensor(tensor, "broadcast");
   if (root < 0 || root >= size_)
     throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside group of " +
                                 std::to_string(size_));
@@ -226,23 +254,23 @@ WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
   // One flight record for the batch; byte counters per leg below.
   const uint64_t record =
       record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
-  auto work = std::make_shared<MpiWork>(counters_, std::move(tensors), std::function<void()>{},
+  auto work = std::make_shared<MpiWork>(counters(), std::move(tensors), std::function<void()>{},
                                         record_closer(record));
   work->requests.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& op = ops[i];
     const bool is_send = op.kind == P2POp::Kind::kSend;
-    check_contiguous(op.tensor, is_send ? "send" : "recv");
+    check_mpi_tensor(op.tensor, is_send ? "send" : "recv");
     if (op.peer < 0 || op.peer >= size_)
       throw std::invalid_argument("p2p: peer " + std::to_string(op.peer) + " outside group of " +
                                   std::to_string(size_));
     const int count = checked_count(op.tensor.numel(), "p2p");
     const MPI_Datatype type = runtime_.datatype(op.tensor.scalar_type());
     if (is_send) {
-      counters_.add(OpKind::kSend, op.tensor.nbytes());
+      counters().add(OpKind::kSend, op.tensor.nbytes());
       MPI_CHECK(MPI_Isend(op.tensor.data_ptr(), count, type, op.peer, op.tag, comm_, &work->requests[i]));
     } else {
-      counters_.add(OpKind::kRecv, 0);
+      counters().add(OpKind::kRecv, 0);
       MPI_CHECK(MPI_Irecv(op.tensor.data_ptr(), count, type, op.peer, op.tag, comm_, &work->requests[i]));
     }
   }
@@ -250,11 +278,11 @@ WorkPtr MpiCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
 }
 
 void MpiCommunicator::barrier() {
-  counters_.add(OpKind::kBarrier, 0);
+  counters().add(OpKind::kBarrier, 0);
   const std::function<void()> close_record = record_closer(record_start(OpKind::kBarrier, 0));
   const auto start = std::chrono::steady_clock::now();
   MPI_CHECK(MPI_Barrier(comm_));
-  counters_.add_wait(elapsed_ns(start));
+  counters().add_wait(elapsed_ns(start));
   if (close_record) close_record();
 }
 

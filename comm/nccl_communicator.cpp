@@ -1,5 +1,8 @@
 #include "comm/nccl_communicator.h"
 
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -23,15 +26,43 @@ void cuda_check(cudaError_t result, const char* call) {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t done, std::vector<at::Tensor> tensors) : done_(done), tensors_(std::move(tensors)) {}
+  NcclWork(cudaEvent_t done, int device) : done_(done), device_(device) {}
   ~NcclWork() override { cudaEventDestroy(done_); }
-  void wait() override { CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, done_, 0)); }
+  // The current stream waits for the operation; the host goes on.
+  void wait() override {
+    CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_, 0));
+  }
+  void synchronize() override { CUDA_CHECK(cudaEventSynchronize(done_)); }
   bool test() override { return cudaEventQuery(done_) == cudaSuccess; }
 
  private:
   cudaEvent_t done_;
-  std::vector<at::Tensor> tensors_;  // kept alive until the operation is done with them
+  int device_;
 };
+
+cudaEvent_t new_event() {
+  cudaEvent_t event;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+// A stream of the device for this group's operations, after every rank of the group has agreed that
+// its device is usable (so no rank waits for a unique id that a rank without a GPU never sends).
+c10::cuda::CUDAStream agreed_device_stream(const MpiCommunicator& bootstrap, int device,
+                                           const std::string& name) {
+  int devices = 0;
+  const cudaError_t probe = cudaGetDeviceCount(&devices);
+  int usable = (probe == cudaSuccess && device >= 0 && device < devices) ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, bootstrap.handle()));
+  if (!usable)
+    throw std::runtime_error("NCCL backend for group '" + name + "': CUDA device " + std::to_string(device) +
+                             " is not usable on every rank (" +
+                             (probe == cudaSuccess ? std::to_string(devices) + " devices here"
+                                                   : std::string(cudaGetErrorString(probe))) +
+                             "); run on a GPU machine or keep tensors on the CPU (MPI backend)");
+  CUDA_CHECK(cudaSetDevice(device));
+  return c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device));
+}
 
 void check_cuda_tensor(const at::Tensor& t, const char* op) {
   check_contiguous(t, op);
@@ -78,20 +109,12 @@ ncclRedOp_t nccl_reduce_op(ReduceOp op) {
 }
 
 NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, int device, std::string name)
-    : name_(std::move(name)), rank_(bootstrap.rank()), size_(bootstrap.size()), device_(device) {
-  int devices = 0;
-  const cudaError_t probe = cudaGetDeviceCount(&devices);
-  int usable = (probe == cudaSuccess && device >= 0 && device < devices) ? 1 : 0;
-  // Agree first, so a rank without a GPU cannot leave the others waiting for the unique id.
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, bootstrap.handle()));
-  if (!usable)
-    throw std::runtime_error("NCCL backend for group '" + name_ + "': CUDA device " + std::to_string(device) +
-                             " is not usable on every rank (" +
-                             (probe == cudaSuccess ? std::to_string(devices) + " devices here"
-                                                   : std::string(cudaGetErrorString(probe))) +
-                             "); run on a GPU machine or keep tensors on the CPU (MPI backend)");
-  CUDA_CHECK(cudaSetDevice(device_));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    : name_(std::move(name)),
+      rank_(bootstrap.rank()),
+      size_(bootstrap.size()),
+      device_(device),
+      stream_(agreed_device_stream(bootstrap, device, name_)) {
+  label_ = bootstrap.label();  // flight records name the group as its MPI plane does
   ncclUniqueId id;
   if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap.handle()));
@@ -99,32 +122,63 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, int device,
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) ncclCommDestroy(comm_);
-  if (stream_) cudaStreamDestroy(stream_);
+  for (const Pending& p : pending_) cudaEventDestroy(p.done);
+  if (comm_ && !aborted_) ncclCommDestroy(comm_);
 }
 
 template <typename Enqueue>
-WorkPtr NcclCommunicator::run(std::vector<at::Tensor> tensors, Enqueue enqueue) {
+WorkPtr NcclCommunicator::run(std::vector<at::Tensor> tensors, uint64_t record, Enqueue enqueue) {
   CUDA_CHECK(cudaSetDevice(device_));
-  cudaEvent_t ready, done;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+  const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
+  const cudaEvent_t ready = new_event();
+  CUDA_CHECK(cudaEventRecord(ready, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.stream(), ready, 0));
   CUDA_CHECK(cudaEventDestroy(ready));
+  // The allocator may reuse these tensors' memory only after this stream's work on them is done.
+  for (const at::Tensor& t : tensors)
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   NCCL_CHECK(ncclGroupStart());
   enqueue();
   NCCL_CHECK(ncclGroupEnd());
-  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(done, stream_));
-  return std::make_shared<NcclWork>(done, std::move(tensors));
+  const cudaEvent_t done = new_event();
+  CUDA_CHECK(cudaEventRecord(done, stream_.stream()));
+  if (std::function<void()> close = record_closer(record)) {
+    const cudaEvent_t watched = new_event();
+    CUDA_CHECK(cudaEventRecord(watched, stream_.stream()));
+    const std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back({watched, std::move(close)});
+  }
+  return std::make_shared<NcclWork>(done, device_);
+}
+
+std::string NcclCommunicator::poll() {
+  {
+    const std::lock_guard<std::mutex> lock(pending_mutex_);
+    // One stream: operations complete in the order they were enqueued.
+    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+      pending_.front().close_record();
+      cudaEventDestroy(pending_.front().done);
+      pending_.pop_front();
+    }
+  }
+  ncclResult_t async_error = ncclSuccess;
+  if (aborted_ || ncclCommGetAsyncError(comm_, &async_error) != ncclSuccess || async_error == ncclSuccess ||
+      async_error == ncclInProgress)
+    return "";
+  return "NCCL error on " + label() + ": " + ncclGetErrorString(async_error);
+}
+
+void NcclCommunicator::abort() {
+  if (!aborted_.exchange(true)) ncclCommAbort(comm_);
 }
 
 WorkPtr NcclCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
   check_cuda_tensor(tensor, "all_reduce");
-  counters_.add(OpKind::kAllReduce, ring_wire_bytes(tensor.nbytes(), size_, 2));
-  return run({tensor}, [&] {
+  counters().add(OpKind::kAllReduce, ring_wire_bytes(tensor.nbytes(), size_, 2));
+  return run({tensor}, record_start(OpKind::kAllReduce, tensor.nbytes()), [&] {
     NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
-                             nccl_datatype(tensor.scalar_type()), nccl_reduce_op(op), comm_, stream_));
+                             nccl_datatype(tensor.scalar_type()), nccl_reduce_op(op), comm_,
+                             stream_.stream()));
   });
 }
 
@@ -132,13 +186,13 @@ WorkPtr NcclCommunicator::reduce_scatter(const at::Tensor& input, const at::Tens
   check_cuda_tensor(input, "reduce_scatter");
   check_cuda_tensor(output, "reduce_scatter");
   check_shard("NCCL reduce_scatter", input, output, size_, rank_);
-  counters_.add(OpKind::kReduceScatter, ring_wire_bytes(input.nbytes(), size_, 1));
+  counters().add(OpKind::kReduceScatter, ring_wire_bytes(input.nbytes(), size_, 1));
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const size_t element = input.element_size();
-  return run({input, output}, [&] {
+  return run({input, output}, record_start(OpKind::kReduceScatter, input.nbytes()), [&] {
     if (input.numel() % size_ == 0) {
       NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), type,
-                                   nccl_reduce_op(op), comm_, stream_));
+                                   nccl_reduce_op(op), comm_, stream_.stream()));
       return;
     }
     // Uneven shards: one reduce per owner, fused into a single NCCL group.
@@ -146,7 +200,7 @@ WorkPtr NcclCommunicator::reduce_scatter(const at::Tensor& input, const at::Tens
       const ShardRange range = shard_range(input.numel(), size_, r);
       const char* send = static_cast<const char*>(input.data_ptr()) + range.offset * element;
       NCCL_CHECK(ncclReduce(send, r == rank_ ? output.data_ptr() : nullptr, range.numel, type,
-                            nccl_reduce_op(op), r, comm_, stream_));
+                            nccl_reduce_op(op), r, comm_, stream_.stream()));
     }
   });
 }
@@ -155,60 +209,68 @@ WorkPtr NcclCommunicator::all_gather(const at::Tensor& input, const at::Tensor& 
   check_cuda_tensor(input, "all_gather");
   check_cuda_tensor(output, "all_gather");
   check_shard("NCCL all_gather", output, input, size_, rank_);
-  counters_.add(OpKind::kAllGather, ring_wire_bytes(output.nbytes(), size_, 1));
+  counters().add(OpKind::kAllGather, ring_wire_bytes(output.nbytes(), size_, 1));
   const ncclDataType_t type = nccl_datatype(output.scalar_type());
   const size_t element = output.element_size();
-  return run({input, output}, [&] {
+  return run({input, output}, record_start(OpKind::kAllGather, output.nbytes()), [&] {
     if (output.numel() % size_ == 0) {
-      NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), type, comm_, stream_));
+      NCCL_CHECK(
+          ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), type, comm_, stream_.stream()));
       return;
     }
     for (int r = 0; r < size_; ++r) {  // uneven shards: one broadcast per owner
       const ShardRange range = shard_range(output.numel(), size_, r);
       char* recv = static_cast<char*>(output.data_ptr()) + range.offset * element;
-      NCCL_CHECK(
-          ncclBroadcast(r == rank_ ? input.data_ptr() : nullptr, recv, range.numel, type, r, comm_, stream_));
+      NCCL_CHECK(ncclBroadcast(r == rank_ ? input.data_ptr() : nullptr, recv, range.numel, type, r, comm_,
+                               stream_.stream()));
     }
   });
 }
 
 WorkPtr NcclCommunicator::broadcast(const at::Tensor& tensor, int root) {
   check_cuda_tensor(tensor, "broadcast");
-  counters_.add(OpKind::kBroadcast, ring_wire_bytes(tensor.nbytes(), size_, 1));
-  return run({tensor}, [&] {
+  counters().add(OpKind::kBroadcast, ring_wire_bytes(tensor.nbytes(), size_, 1));
+  return run({tensor}, record_start(OpKind::kBroadcast, tensor.nbytes()), [&] {
     NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
-                             nccl_datatype(tensor.scalar_type()), root, comm_, stream_));
+                             nccl_datatype(tensor.scalar_type()), root, comm_, stream_.stream()));
   });
 }
 
 WorkPtr NcclCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
   std::vector<at::Tensor> tensors;
+  uint64_t sent = 0;
   for (const P2POp& op : ops) {
-    check_cuda_tensor(op.tensor, op.kind == P2POp::Kind::kSend ? "send" : "recv");
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    check_cuda_tensor(op.tensor, is_send ? "send" : "recv");
+    if (op.peer < 0 || op.peer >= size_)
+      throw std::invalid_argument("NCCL p2p: peer " + std::to_string(op.peer) + " outside group of " +
+                                  std::to_string(size_));
     tensors.push_back(op.tensor);
-    counters_.add(op.kind == P2POp::Kind::kSend ? OpKind::kSend : OpKind::kRecv,
-                  op.kind == P2POp::Kind::kSend ? op.tensor.nbytes() : 0);
+    counters().add(is_send ? OpKind::kSend : OpKind::kRecv, is_send ? op.tensor.nbytes() : 0);
+    if (is_send) sent += op.tensor.nbytes();
   }
-  // NCCL matches point-to-point operations by order within a peer pair, not by tag.
-  return run(std::move(tensors), [&] {
+  // One flight record for the batch, as on MPI. NCCL matches point-to-point operations by order
+  // within a peer pair, not by tag: the executor posts each compute step's legs as one batch.
+  const uint64_t record =
+      record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
+  return run(std::move(tensors), record, [&] {
     for (const P2POp& op : ops) {
       const ncclDataType_t type = nccl_datatype(op.tensor.scalar_type());
       if (op.kind == P2POp::Kind::kSend)
-        NCCL_CHECK(ncclSend(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, stream_));
+        NCCL_CHECK(ncclSend(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, stream_.stream()));
       else
-        NCCL_CHECK(ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, stream_));
+        NCCL_CHECK(ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, stream_.stream()));
     }
   });
 }
 
 void NcclCommunicator::barrier() {
-  counters_.add(OpKind::kBarrier, 0);
-  CUDA_CHECK(cudaSetDevice(device_));
-  void* flag = nullptr;
-  CUDA_CHECK(cudaMalloc(&flag, sizeof(float)));
-  NCCL_CHECK(ncclAllReduce(flag, flag, 1, ncclFloat32, ncclSum, comm_, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  CUDA_CHECK(cudaFree(flag));
+  counters().add(OpKind::kBarrier, 0);
+  const at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));
+  run({flag}, record_start(OpKind::kBarrier, 0), [&] {
+    NCCL_CHECK(
+        ncclAllReduce(flag.data_ptr(), flag.data_ptr(), 1, ncclFloat32, ncclSum, comm_, stream_.stream()));
+  })->synchronize();
 }
 
 }  // namespace atl::comm

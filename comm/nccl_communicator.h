@@ -3,16 +3,28 @@
 // Bootstrap as llm.c does: rank 0 of the group creates the ncclUniqueId and broadcasts it over the
 // group's MPI communicator, then every rank calls ncclCommInitRank. Ordering with the compute
 // stream follows ProcessGroupNCCL: an operation first makes the communicator's stream wait for the
-// work already queued on the default stream; Work::wait() makes the default stream wait for the
-// operation (the host is not blocked), Work::test() polls its completion event.
+// work already queued on ATen's current stream; Work::wait() makes the current stream wait for the
+// operation (the host is not blocked), Work::synchronize() blocks the host, Work::test() polls its
+// completion event. Tensors are recorded on the communicator's stream, so the caching allocator
+// never hands their memory out while NCCL still uses it.
+//
+// Under the watchdog (DeviceBackend): every operation enters the flight recorder like MPI's, its
+// record closed by poll() once its completion event has fired; poll() also reports
+// ncclCommGetAsyncError, and abort() calls ncclCommAbort.
 #pragma once
 
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/device_backend.h"
 
 namespace atl::comm {
 
@@ -22,7 +34,7 @@ class MpiCommunicator;
 ncclDataType_t nccl_datatype(at::ScalarType type);
 ncclRedOp_t nccl_reduce_op(ReduceOp op);
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public DeviceBackend {
  public:
   // Collective over `bootstrap`. Throws std::runtime_error on every rank of the group when any
   // rank sees no CUDA device, naming the fix.
@@ -42,18 +54,30 @@ class NcclCommunicator final : public Communicator {
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
 
+  std::string poll() override;
+  void abort() override;
+
  private:
-  // Orders the communicator stream after the default stream, runs `enqueue` inside an NCCL group,
-  // records completion.
+  // An operation whose flight record closes when its event fires.
+  struct Pending {
+    cudaEvent_t done;
+    std::function<void()> close_record;
+  };
+
+  // Orders the communicator stream after the current stream, runs `enqueue` inside an NCCL group,
+  // records completion (an event, and the flight record `record` closed when it fires).
   template <typename Enqueue>
-  WorkPtr run(std::vector<at::Tensor> tensors, Enqueue enqueue);
+  WorkPtr run(std::vector<at::Tensor> tensors, uint64_t record, Enqueue enqueue);
 
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  c10::cuda::CUDAStream stream_;
+  std::mutex pending_mutex_;  // the watchdog polls from its thread
+  std::deque<Pending> pending_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace atl::comm

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <vector>
 
+#include "comm/device_backend.h"
 #include "comm/flight_recorder.h"
 #include "comm/hang_report.h"
 #include "comm/mpi_communicator.h"
@@ -43,6 +44,18 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Watchdog::watch(const std::vector<DeviceBackend*>& backends) {
+  const std::lock_guard<std::mutex> lock(backends_mutex_);
+  backends_.insert(backends_.end(), backends.begin(), backends.end());
+}
+
+std::string Watchdog::poll_backends() {
+  const std::lock_guard<std::mutex> lock(backends_mutex_);
+  for (DeviceBackend* backend : backends_)
+    if (std::string error = backend->poll(); !error.empty()) return error;
+  return "";
+}
+
 void Watchdog::watch() {
   const MPI_Comm comm = channel_->handle();
   const double poll_s = std::clamp(options_.timeout_s / 20.0, 0.01, 1.0);
@@ -51,6 +64,8 @@ void Watchdog::watch() {
   MPI_Irecv(&notice_from, 1, MPI_INT, MPI_ANY_SOURCE, kNoticeTag, comm, &notice);
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+    // Device operations complete out of the host's sight: close their records before judging.
+    if (const std::string error = poll_backends(); !error.empty()) abort_job(error, Clock::now());
     if (const std::optional<FlightRecord> oldest = recorder_.oldest_in_flight()) {
       const double waited = recorder_.now_s() - oldest->start_s;
       if (waited > options_.timeout_s) {
@@ -80,6 +95,11 @@ void Watchdog::watch() {
 void Watchdog::abort_job(const std::string& reason, Clock::time_point detected) {
   const MPI_Comm comm = channel_->handle();
   const int me = channel_->rank(), size = channel_->size();
+  {
+    // No kernel of this rank may stay stuck waiting for a peer that is gone.
+    const std::lock_guard<std::mutex> lock(backends_mutex_);
+    for (DeviceBackend* backend : backends_) backend->abort();
+  }
   // Local first: the dump survives whatever the network does next.
   std::error_code ignored;
   std::filesystem::create_directories(options_.flight_dir, ignored);

@@ -4,18 +4,22 @@
 // The first rank to see an operation exceed the timeout tells every other rank (on a communicator of
 // its own, so it never mixes with training messages); each rank writes its flight records to
 // <flight dir>/rank-N.json and sends rank 0 a summary; rank 0 prints which operation is stuck and
-// which rank is behind, then aborts the job. A rank that hears nothing more exits by itself, so
-// every rank is gone within twice the timeout even if rank 0 cannot act.
+// which rank is behind, then aborts the job (its NCCL communicators first, with ncclCommAbort). A rank that
+// hears nothing more exits by itself, so every rank is gone within twice the timeout even if rank 0 cannot
+// act.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace atl::comm {
 
+class DeviceBackend;
 class FlightRecorder;
 class MpiCommunicator;
 
@@ -33,13 +37,22 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
+  // Also polls `backends` (NCCL planes) every tick: their completed operations close their flight
+  // records, an asynchronous error aborts the job like a hang, and a hang aborts them first. They
+  // must outlive the watchdog.
+  void watch(const std::vector<DeviceBackend*>& backends);
+
  private:
   void watch();
+  // The first asynchronous error any backend reports ("" if none).
+  std::string poll_backends();
   [[noreturn]] void abort_job(const std::string& reason, std::chrono::steady_clock::time_point detected);
 
   const FlightRecorder& recorder_;
   const WatchdogOptions options_;
   std::unique_ptr<MpiCommunicator> channel_;
+  std::mutex backends_mutex_;
+  std::vector<DeviceBackend*> backends_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

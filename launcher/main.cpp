@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version") {
-    std::cout << "atoll " << ATOLL_VERSION << (ATOLL_NCCL_FOUND ? " (MPI, NCCL)" : " (MPI)") << "\n";
+    std::cout << "atoll " << ATOLL_VERSION << (ATOLL_CUDA ? " (MPI, CUDA + NCCL)" : " (MPI)") << "\n";
     return 0;
   }
   const std::string command = args[0];

@@ -27,7 +27,8 @@ std::vector<at::Tensor> bucket_storage(const std::vector<FlatBucket>& buckets, i
 }  // namespace
 
 FlatParameters::FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout,
-                               at::ScalarType grad_dtype) {
+                               at::ScalarType grad_dtype, c10::Device device)
+    : device_(device) {
   const int64_t bucket_multiple = layout.align * layout.shards;
   auto close_bucket = [&] {
     FlatBucket& b = buckets_.back();
@@ -60,7 +61,7 @@ FlatParameters::FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtyp
   }
   if (!buckets_.empty()) close_bucket();
 
-  const auto options = at::TensorOptions().dtype(dtype);
+  const auto options = at::TensorOptions().dtype(dtype).device(device);
   const auto grad_options = grad_dtype == at::ScalarType::Undefined ? options : options.dtype(grad_dtype);
   const std::vector<at::Tensor> values =
       bucket_storage(buckets_, numel_, layout.separate_values, options, values_);

@@ -66,9 +66,12 @@ struct FlatLayout {
 class FlatParameters {
  public:
   // `grad_dtype`: the gradient buffers' dtype when it differs from the values' (mixed precision:
-  // bf16 values, fp32 gradients that autograd accumulates into with type promotion).
+  // bf16 values, fp32 gradients that autograd accumulates into with type promotion). `device`: where
+  // both buffers live (the rank's GPU on CUDA runs); every tensor the model and the ZeRO engine make
+  // from them follows.
   FlatParameters(std::vector<ParamInfo> infos, at::ScalarType dtype, const FlatLayout& layout = {},
-                 at::ScalarType grad_dtype = at::ScalarType::Undefined);
+                 at::ScalarType grad_dtype = at::ScalarType::Undefined, c10::Device device = c10::kCPU);
+  c10::Device device() const { return device_; }
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   const FlatEntry& entry(const std::string& name) const;
@@ -86,6 +89,7 @@ class FlatParameters {
  private:
   at::Tensor values_, grads_;  // undefined when separate
   int64_t numel_ = 0;
+  c10::Device device_ = c10::kCPU;
   std::vector<FlatEntry> entries_;
   std::vector<FlatBucket> buckets_;
   std::unordered_map<std::string, size_t> index_;

@@ -103,12 +103,12 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   if (stage_ == 0) {
     optimizer_grads_ = params.grads();
   } else {
-    grad_shard_ = at::zeros({shard_numel}, at::TensorOptions().dtype(grad_dtype));
+    grad_shard_ = at::zeros({shard_numel}, at::TensorOptions().dtype(grad_dtype).device(params.device()));
     optimizer_grads_ = grad_shard_;
   }
   if (stage_ == 3) {
     // From here on this rank keeps only its pieces; units are gathered when used.
-    value_shard_ = at::empty({shard_numel}, at::TensorOptions().dtype(value_dtype));
+    value_shard_ = at::empty({shard_numel}, at::TensorOptions().dtype(value_dtype).device(params.device()));
     for (size_t b = 0; b < buckets.size(); ++b) {
       value_shard_.narrow(0, buckets_[b].shard_offset, buckets_[b].owned.numel).copy_(owned_values(b));
       release_storage(buckets[b].values);

@@ -133,7 +133,7 @@ at::ScalarType scalar_type(Precision precision) {
   return precision == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
 }
 
-ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& world,
+ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
                            const std::map<std::string, at::Tensor>& initial_weights) {
   const ParallelConfig& p = config.parallel;
@@ -141,9 +141,11 @@ ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& wo
   // Mixed precision: bf16 parameters and activations; gradients stay fp32 (autograd accumulates the
   // bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
   layout.compute_dtype = scalar_type(config.train.precision);
+  layout.device = device;
 
-  // The mesh: islands x pp x dp x tp.
-  layout.mesh = std::make_unique<comm::DeviceMesh>(world, comm::MeshShape{p.islands, p.pp, p.dp, p.tp});
+  // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
+  layout.mesh = std::make_unique<comm::DeviceMesh>(world, comm::MeshShape{p.islands, p.pp, p.dp, p.tp},
+                                                   device.is_cuda() ? device.index() : -1);
   layout.mesh->record_in(flight);
   const int tp_rank = layout.mesh->coord().tp;
 
@@ -157,7 +159,7 @@ ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& wo
       sharded_params_in_backward_order(config, parts), layout.compute_dtype,
       parallel::zero_layout(p.zero, p.dp, static_cast<int64_t>(p.bucket_mb * 1024 * 1024),
                             /*element_bytes=*/4),
-      at::kFloat);
+      at::kFloat, device);
   initialize_parameters(config.model, config.run.seed, *layout.params, p.tp, tp_rank);
   if (!initial_weights.empty())
     load_initial_weights(config.model, initial_weights, *layout.params, p.tp, tp_rank);
@@ -173,7 +175,7 @@ ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& wo
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);
-  layout.executor = std::make_unique<pipe::PipelineExecutor>(layout.mesh->pp(), layout.compute_dtype);
+  layout.executor = std::make_unique<pipe::PipelineExecutor>(layout.mesh->pp(), layout.compute_dtype, device);
 
   // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
   const OptimConfig& o = config.optim;

@@ -34,6 +34,7 @@ namespace atl::runtime {
 // each is destroyed before what it refers to.
 struct ParallelLayout {
   at::ScalarType compute_dtype = at::kFloat;         // of parameters and activations (train.precision)
+  c10::Device device = c10::kCPU;                    // where this rank's tensors live (run.device)
   std::unique_ptr<comm::DeviceMesh> mesh;            // islands x pp x dp x tp groups
   parallel::pipeline::PipelineShape pipeline;        // this rank's stage, microbatches, virtual stages
   std::unique_ptr<parallel::FlatParameters> params;  // this rank's tp shard of its chunks' parameters
@@ -57,10 +58,10 @@ struct ParallelLayout {
   parallel::ModelStateBytes model_state_bytes() const;
 };
 
-// Builds the layout over `world` (collective); every group's operations are recorded in `flight`.
-// Parameters start from model.init_std with run.seed, or from `initial_weights` (canonical names,
-// model.init_from) when it is not empty.
-ParallelLayout parallelize(const Config& config, const comm::MpiCommunicator& world,
+// Builds the layout over `world` (collective) with this rank's tensors on `device` (already bound);
+// every group's operations are recorded in `flight`. Parameters start from model.init_std with
+// run.seed, or from `initial_weights` (canonical names, model.init_from) when it is not empty.
+ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
                            const std::map<std::string, at::Tensor>& initial_weights);
 

@@ -75,6 +75,7 @@ void StepCostMeter::finish(StepMetrics& m, const Config& config, double peak_flo
     m.outer_simulated_seconds = exchange->simulated_seconds();
   }
   m.rss_bytes = resident_memory_bytes();
+  m.gpu_memory = device_memory(layout_.device);
   const parallel::ModelStateBytes state = layout_.model_state_bytes();
   m.param_bytes = state.parameters;
   m.grad_bytes = state.gradients;

@@ -15,7 +15,9 @@
 #include "optim/grad_clip.h"
 #include "runtime/checkpointing.h"
 #include "runtime/data/batches.h"
+#include "runtime/device.h"
 #include "runtime/host_memory.h"
+#include "runtime/metrics/console_lines.h"
 #include "runtime/metrics/peak_flops.h"
 #include "runtime/metrics/run_log.h"
 #include "runtime/parallelize.h"
@@ -41,6 +43,7 @@ struct Trainer::State {
   std::unique_ptr<RunLog> log;  // rank 0's console, metrics.jsonl and TensorBoard
   TrainingData data;
   std::map<std::string, at::Tensor> initial_weights;  // model.init_from, read in the local checks
+  DeviceChoice device;                                // run.device as chosen in the local checks
   ParallelLayout layout;
   std::unique_ptr<TrainerCheckpoints> checkpoints;
   double peak_flops = 0.0;  // per rank
@@ -63,10 +66,18 @@ struct Trainer::State {
   at::Tensor forward_chunk(int chunk, const at::Tensor& input,
                            const std::function<TokenBatch()>& load) const {
     const bool first = layout.pipeline.is_first(chunk), last = layout.pipeline.is_last(chunk);
-    const TokenBatch batch = first || last ? load() : TokenBatch{};
+    const TokenBatch batch = first || last ? on_device(load()) : TokenBatch{};
     const LlamaModel& model = *layout.chunks[chunk];
     const at::Tensor out = model.forward(first ? batch.inputs : input);
     return last ? model.loss_of(out, batch.targets) : out;
+  }
+
+  // Tokens reach a GPU through pinned host memory (the caching host allocator reuses it), copied
+  // without blocking the host; on the CPU they stay where the mmap'ed shard put them.
+  TokenBatch on_device(TokenBatch batch) const {
+    if (!layout.device.is_cuda()) return batch;
+    return {batch.inputs.pin_memory().to(layout.device, /*non_blocking=*/true),
+            batch.targets.pin_memory().to(layout.device, /*non_blocking=*/true)};
   }
 
   // Every island takes its own share of each step's sequences: rank d of island i reads share
@@ -101,7 +112,10 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                 config.train.eval_sequences);
     if (config.model.starts_from_file())
       s.initial_weights = read_initial_weights(config.model, config.model.init_from);
+    s.device = choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(),
+                             environment.placement.local_rank);
   });
+  bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
 
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads
@@ -111,11 +125,15 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.control->record_in(s.flight.get());
   s.watchdog = std::make_unique<comm::Watchdog>(
       world, *s.flight, comm::WatchdogOptions{config.comm.timeout_s, config.run.dir + "/flight", kExitHang});
-  s.layout = parallelize(config, world, s.flight.get(), s.initial_weights);
+  s.layout = parallelize(config, s.device.device, world, s.flight.get(), s.initial_weights);
   s.initial_weights.clear();
+  s.watchdog->watch(s.mesh().device_backends());
   const std::string rank_table = s.mesh().rank_table(world);
   s.log->line(config_table(config));
   s.log->line(rank_table);
+  if (!s.device.note.empty()) s.log->line(s.device.note);
+  if (s.device.device.is_cuda())
+    s.log->line("device: " + describe_device(s.device.device) + " on rank 0; each rank uses its local GPU");
 
   s.checkpoints = std::make_unique<TrainerCheckpoints>(s.config, world, s.mesh(), *s.layout.params,
                                                        *s.layout.data_parallel, *s.layout.optimizer,
@@ -123,12 +141,20 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.step = s.checkpoints->resume([&s](const std::string& line) { s.log->line(line); });
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
-  at::Tensor peak = at::full({1}, measure_matmul_peak_flops(s.layout.compute_dtype),
+  at::Tensor peak = at::full({1}, measure_matmul_peak_flops(s.layout.compute_dtype, s.device.device),
                              at::TensorOptions().dtype(at::kDouble));
   s.mesh().dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
   s.peak_flops = peak.item<double>();
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
+  const std::optional<double> datasheet =
+      s.device.device.is_cuda() ? datasheet_bf16_peak_flops(gpu_name(s.device.device)) : std::nullopt;
+  if (datasheet) {
+    s.log->datasheet_peak(*datasheet);
+    s.log->line(formatted("peak: measured %.0f TFLOP/s per GPU in %s; datasheet dense bf16 %.0f TFLOP/s (%s)",
+                          s.peak_flops / 1e12, std::string(name_of(config.train.precision)).c_str(),
+                          *datasheet / 1e12, gpu_name(s.device.device).c_str()));
+  }
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

@@ -35,7 +35,22 @@ void IslandExchange::throw_unless_all_finite(const at::Tensor& values) {
         "lower optim.lr or set optim.grad_clip, and resume from the last checkpoint");
 }
 
+// The exchange runs on host copies over the group's MPI plane: islands sit behind links NCCL is not
+// made for, and the codecs' bytes are small. On the CPU the copies are the tensors themselves.
 at::Tensor IslandExchange::mean(const at::Tensor& values) {
+  return mean_on_host(values.cpu()).to(values.device());
+}
+
+std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>& tensors,
+                                                   const std::vector<int>& members) {
+  std::vector<at::Tensor> host;
+  for (const at::Tensor& t : tensors) host.push_back(t.cpu());
+  std::vector<at::Tensor> means = group_mean_on_host(host, members);
+  for (size_t t = 0; t < means.size(); ++t) means[t] = means[t].to(tensors[t].device());
+  return means;
+}
+
+at::Tensor IslandExchange::mean_on_host(const at::Tensor& values) {
   const int k = group_.size(), me = group_.rank();
   if (k == 1) return values.clone();
   const auto start = Clock::now();
@@ -83,8 +98,8 @@ at::Tensor IslandExchange::mean(const at::Tensor& values) {
   return out;
 }
 
-std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>& tensors,
-                                                   const std::vector<int>& members) {
+std::vector<at::Tensor> IslandExchange::group_mean_on_host(const std::vector<at::Tensor>& tensors,
+                                                           const std::vector<int>& members) {
   const auto start = Clock::now();
   const int me = group_.rank();
   std::vector<comm::P2POp> ops;

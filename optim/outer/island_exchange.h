@@ -31,7 +31,8 @@ class IslandExchange {
   int islands() const { return group_.size(); }
   int island() const { return group_.rank(); }
 
-  // The mean over every island of `values` (contiguous fp32), bit-identical on every island.
+  // The mean over every island of `values` (contiguous fp32, on any device; exchanged from host
+  // copies over MPI), bit-identical on every island.
   // Blocks, including the simulated link's delay. Throws std::invalid_argument on non-finite values.
   at::Tensor mean(const at::Tensor& values);
   // The means over `members` (island indices, this island among them, the same list on every
@@ -44,6 +45,9 @@ class IslandExchange {
   double simulated_seconds() const { return simulated_ns_.load() * 1e-9; }
 
  private:
+  at::Tensor mean_on_host(const at::Tensor& values);
+  std::vector<at::Tensor> group_mean_on_host(const std::vector<at::Tensor>& tensors,
+                                             const std::vector<int>& members);
   void throw_unless_all_finite(const at::Tensor& values);
   void account(std::chrono::steady_clock::time_point start, uint64_t bytes, int messages);
 

@@ -39,8 +39,11 @@ OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> val
   if (static_cast<int>(fragments_.size()) != schedule_.fragments)
     throw std::logic_error("outer optimizer: " + std::to_string(fragments_.size()) +
                            " fragments for a schedule of " + std::to_string(schedule_.fragments));
-  phi_ = at::empty({total}, at::TensorOptions().dtype(at::kFloat));
-  momentum_ = at::zeros({total}, at::TensorOptions().dtype(at::kFloat));
+  // Beside the values they follow (the rank's GPU on CUDA runs).
+  const auto fp32 =
+      at::TensorOptions().dtype(at::kFloat).device(values_.empty() ? c10::kCPU : values_.front().device());
+  phi_ = at::empty({total}, fp32);
+  momentum_ = at::zeros({total}, fp32);
   reset_from_values();
 }
 

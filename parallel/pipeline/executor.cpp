@@ -44,8 +44,8 @@ void release_data(at::Tensor& activation) {
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype)
-    : group_(pp_group), dtype_(dtype) {}
+PipelineExecutor::PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype, c10::Device device)
+    : group_(pp_group), dtype_(dtype), device_(device) {}
 
 PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::vector<PipeOp>& ops,
                                        const StageCallbacks& callbacks) {
@@ -80,7 +80,8 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
     batch_sends.push_back({nullptr, buffer, tensor});
   };
   const auto receive = [&](const PipeOp& op, at::Tensor& buffer, comm::WorkPtr& arrival) {
-    buffer = at::empty(callbacks.activation_shape(op.microbatch), at::TensorOptions().dtype(dtype_));
+    buffer = at::empty(callbacks.activation_shape(op.microbatch),
+                       at::TensorOptions().dtype(dtype_).device(device_));
     batch.push_back({comm::P2POp::Kind::kRecv, buffer, peer_stage(op, shape), message_tag(op, shape)});
     batch_arrivals.push_back(&arrival);
   };

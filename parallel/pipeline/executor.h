@@ -39,7 +39,7 @@ struct PipelineRunStats {
 class PipelineExecutor {
  public:
   // `pp_group`: rank i is pipeline stage i. `dtype`: of the activations exchanged.
-  PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype);
+  PipelineExecutor(comm::Communicator& pp_group, at::ScalarType dtype, c10::Device device = c10::kCPU);
 
   // Runs `ops` (built for `shape`) to completion; every transfer has finished when it returns.
   PipelineRunStats run(const PipelineShape& shape, const std::vector<PipeOp>& ops,
@@ -48,6 +48,7 @@ class PipelineExecutor {
  private:
   comm::Communicator& group_;
   at::ScalarType dtype_;
+  c10::Device device_;  // of the activations and the receive buffers
 };
 
 }  // namespace atl::parallel::pipeline

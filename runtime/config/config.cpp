@@ -307,6 +307,7 @@ const std::vector<Field>& fields() {
         run("dir", &RunConfig::dir),
         run("seed", &RunConfig::seed, at_least(0)),
         run("threads", &RunConfig::threads, at_least(0)),
+        run("device", &RunConfig::device),
         model("vocab", &ModelConfig::vocab, at_least(2)),
         model("dim", &ModelConfig::dim, at_least(1)),
         model("layers", &ModelConfig::layers, at_least(1)),

@@ -85,12 +85,21 @@ struct Choices<optim::outer::Codec> {
        {Codec::kInt4, optim::outer::codec_name(Codec::kInt4)}}};
 };
 
+// run.device: where this rank's tensors live. auto: CUDA when a GPU is visible, else the CPU.
+enum class DeviceKind { kAuto, kCpu, kCuda };
+template <>
+struct Choices<DeviceKind> {
+  static constexpr std::array<Choice<DeviceKind>, 3> list{
+      {{DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}}};
+};
+
 // ---- The sections --------------------------------------------------------------------------------
 
 struct RunConfig {
   std::string dir = "runs/default";
   int64_t seed = 1234;
   int threads = 0;  // 0: cores of the node / ranks on the node
+  DeviceKind device = DeviceKind::kAuto;
 };
 
 struct ModelConfig {

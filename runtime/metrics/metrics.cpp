@@ -64,6 +64,10 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("param_bytes", static_cast<int64_t>(m.param_bytes))
       .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))
       .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes));
+  if (m.gpu_memory)
+    r.add("gpu_allocated_bytes", static_cast<int64_t>(m.gpu_memory->allocated))
+        .add("gpu_reserved_bytes", static_cast<int64_t>(m.gpu_memory->reserved))
+        .add("gpu_peak_bytes", static_cast<int64_t>(m.gpu_memory->peak));
   if (m.skipped) r.add("skipped", static_cast<int64_t>(1));
   if (m.islands)
     r.add("outer_bytes", static_cast<int64_t>(m.outer_bytes))

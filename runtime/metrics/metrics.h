@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/metrics/device_memory.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +36,8 @@ struct StepMetrics {
   uint64_t outer_bytes = 0, outer_bytes_total = 0;
   double outer_wait_seconds = 0.0, outer_simulated_seconds = 0.0;
   uint64_t rss_bytes = 0;  // resident memory of this process
+  // On a GPU: the caching allocator's bytes held by tensors, reserved, and the peak held.
+  std::optional<DeviceMemory> gpu_memory;
   // This rank's model state as allocated after the step (its tensor-parallel shard, divided by
   // dp as the ZeRO stage shards it): parameters, gradients, optimizer moments.
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;

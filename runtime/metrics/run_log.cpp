@@ -8,15 +8,21 @@ namespace {
 
 // The scalars TensorBoard shows for a step: the same values as its metrics.jsonl record.
 std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
-  return {{"train/loss", m.loss},
-          {"train/lr", m.lr},
-          {"train/grad_norm", m.grad_norm},
-          {"perf/tokens_per_s", m.tokens_per_s},
-          {"perf/mfu", m.mfu},
-          {"perf/step_s", m.step_seconds},
-          {"comm/bytes", static_cast<double>(m.comm_bytes)},
-          {"comm/wait_s", m.comm_wait_seconds},
-          {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
+  std::vector<std::pair<std::string, double>> scalars{{"train/loss", m.loss},
+                                                      {"train/lr", m.lr},
+                                                      {"train/grad_norm", m.grad_norm},
+                                                      {"perf/tokens_per_s", m.tokens_per_s},
+                                                      {"perf/mfu", m.mfu},
+                                                      {"perf/step_s", m.step_seconds},
+                                                      {"comm/bytes", static_cast<double>(m.comm_bytes)},
+                                                      {"comm/wait_s", m.comm_wait_seconds},
+                                                      {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
+  if (m.gpu_memory) {
+    scalars.emplace_back("memory/gpu_allocated_bytes", static_cast<double>(m.gpu_memory->allocated));
+    scalars.emplace_back("memory/gpu_reserved_bytes", static_cast<double>(m.gpu_memory->reserved));
+    scalars.emplace_back("memory/gpu_peak_bytes", static_cast<double>(m.gpu_memory->peak));
+  }
+  return scalars;
 }
 
 }  // namespace
@@ -51,10 +57,13 @@ void RunLog::scalars(int64_t step, const std::vector<std::pair<std::string, doub
 }
 
 void RunLog::start(int64_t step, int world_size) {
-  metrics_->write(JsonRecord()
-                      .add("event", std::string("start"))
-                      .add("step", step)
-                      .add("world_size", static_cast<int64_t>(world_size)));
+  JsonRecord record;
+  record.add("event", std::string("start"))
+      .add("step", step)
+      .add("world_size", static_cast<int64_t>(world_size));
+  if (datasheet_peak_flops_)
+    record.add("peak_flops_measured", peak_flops_).add("peak_flops_datasheet", *datasheet_peak_flops_);
+  metrics_->write(record);
 }
 
 void RunLog::step(const StepMetrics& m) {

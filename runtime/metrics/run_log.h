@@ -24,6 +24,9 @@ class RunLog {
   // On rank 0 (`is_logger`): creates run.dir, saves config.yaml there, opens metrics.jsonl and the
   // TensorBoard directory. `flops_per_token` and `peak_flops` (per rank, over `ranks`) give MFU.
   void open(bool is_logger, double flops_per_token, double peak_flops, int ranks);
+  // On a GPU: the datasheet's dense peak per rank, written beside the measured one in the start
+  // record (MFU stays against the measured peak, which the run can actually reach).
+  void datasheet_peak(double peak_flops) { datasheet_peak_flops_ = peak_flops; }
 
   void line(const std::string& text) const;  // the console only
   void start(int64_t step, int world_size);
@@ -47,6 +50,7 @@ class RunLog {
   std::unique_ptr<MetricsLog> metrics_;             // disabled (empty path) on other ranks
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0
   double flops_per_token_ = 0.0, peak_flops_ = 0.0;
+  std::optional<double> datasheet_peak_flops_;
   int ranks_ = 1;
   int64_t skipped_steps_ = 0;
   double interval_tokens_per_s_ = 0.0;  // summed over the steps since the last progress line

@@ -173,10 +173,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
   angles = at::cat({angles, angles}, -1);
   // Tables in the compute dtype (the parameters'), as Hugging Face casts cos/sin to the activations'.
+  // Computed on the CPU in double, then moved: the same tables on every device.
   const at::ScalarType dtype = params.entries().front().value.scalar_type();
-  rope_cos_ = angles.cos().to(dtype);
-  rope_sin_ = angles.sin().to(dtype);
-  causal_mask_ = causal_mask(config.seq, dtype);
+  const c10::Device device = params.device();
+  rope_cos_ = angles.cos().to(device, dtype);
+  rope_sin_ = angles.sin().to(device, dtype);
+  causal_mask_ = causal_mask(config.seq, dtype).to(device);
 }
 
 at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {

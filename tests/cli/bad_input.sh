@@ -55,12 +55,14 @@ optim:    { lr: 1.0e-3, min_lr: 1.0e-4, warmup: 1 }
 data:     { train: $work/data/train.bin, val: $work/data/val.bin }
 YAML
 
-# A good run through `atoll launch`: progress lines, validation, metrics.jsonl.
+# A good run through `atoll launch`: progress lines, validation, metrics.jsonl, and run.device auto
+# saying once that it trains on the CPU (GPUs hidden, so the test means the same on a GPU machine).
 # (DP = 2 here; the pipeline run below checks PP = 2.)
-timeout 120 "$atoll" launch "$work/tiny.yaml" >"$work/good.log" 2>&1
+CUDA_VISIBLE_DEVICES="" timeout 120 "$atoll" launch "$work/tiny.yaml" >"$work/good.log" 2>&1
 if [[ $? -eq 0 && $(grep -c '"val_loss"' "$work/run/metrics.jsonl") -eq 2 && $(grep -c '"tokens_per_s"' "$work/run/metrics.jsonl") -eq 6 \
-      && -s "$work/run/config.yaml" && $(grep -c '^step ' "$work/good.log") -eq 5 ]]; then
-  check ok "launch: 2-rank run writes 6 step records, 2 validations, config.yaml"
+      && -s "$work/run/config.yaml" && $(grep -c '^step ' "$work/good.log") -eq 5 \
+      && $(grep -c '^device: run.device auto.*; training on the CPU$' "$work/good.log") -eq 1 ]]; then
+  check ok "launch: 2-rank run writes 6 step records, 2 validations, config.yaml; auto falls back to the CPU in one line"
 else
   check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
 fi
@@ -213,6 +215,8 @@ expect_error outer_codec "outer.compression = 'int3' is not one of none, fp16, b
 expect_error layer_split "model.layers = 1 does not split evenly over pp\*virtual_stages = 2 virtual stages" 4 train "$work/tiny.yaml" --set parallel.pp=2
 expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set "parallel.stage_layers=[1, 2]"
 expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved
+CUDA_VISIBLE_DEVICES="" expect_error device_cuda_without_gpu "run.device = cuda but (no CUDA device is visible to this rank|this atoll was built without the CUDA path)" \
+  2 train "$work/tiny.yaml" --set run.device=cuda
 expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 

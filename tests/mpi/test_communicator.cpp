@@ -177,7 +177,7 @@ TEST(Communicator, ByteCountersFollowRingCosts) {
   EXPECT_EQ(comm->bytes().total_bytes(), comm->bytes().bytes(atl::comm::OpKind::kAllReduce));
 }
 
-#if ATOLL_NCCL_FOUND
+#if ATOLL_CUDA
 // The NCCL backend builds here but can only run on a GPU machine; what can be checked without one
 // is checked: type mapping, and that a GPU-less group fails on every rank with the fix named
 // instead of hanging in the unique-id broadcast.

@@ -306,7 +306,7 @@ TEST(ConfigLayout, ModelShapeAndSplits) {
 // Every field set away from its default, including strings YAML would misread unquoted.
 Config unusual_config() {
   return parse_config(R"(
-run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3 }
+run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3, device: cuda }
 model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq: 32, tie_embeddings: true,
             rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01, init_from: w.safetensors }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,

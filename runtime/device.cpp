@@ -1,0 +1,71 @@
+#include "runtime/device.h"
+
+#include <torch/cuda.h>
+
+#include "atoll/build_config.h"
+#include "runtime/placement.h"
+
+#if ATOLL_CUDA
+#include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace atl::runtime {
+
+DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank) {
+  const bool have_gpu = cuda_built && cuda_devices > 0;
+  const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices)));
+  switch (requested) {
+    case DeviceKind::kCpu:
+      return {};
+    case DeviceKind::kAuto:
+      if (have_gpu) return {gpu, ""};
+      return {c10::Device(c10::kCPU),
+              cuda_built ? "device: run.device auto found no CUDA device; training on the CPU"
+                         : "device: run.device auto: this atoll was built without the "
+                           "CUDA path; training on the CPU"};
+    case DeviceKind::kCuda:
+      if (!cuda_built)
+        throw ConfigError(
+            {"config: run.device = cuda but this atoll was built without the CUDA path "
+             "(-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set "
+             "run.device: cpu"});
+      if (cuda_devices < 1)
+        throw ConfigError(
+            {"config: run.device = cuda but no CUDA device is visible to this rank (torch sees 0; "
+             "check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
+             "on the CPU"});
+      return {gpu, ""};
+  }
+  return {};
+}
+
+int visible_cuda_devices() {
+  return static_cast<int>(torch::cuda::device_count());
+}
+
+bool cuda_path_built() {
+  return ATOLL_CUDA;
+}
+
+void bind_device(const c10::Device& device) {
+#if ATOLL_CUDA
+  if (device.is_cuda()) c10::cuda::set_device(device.index());
+#else
+  (void)device;
+#endif
+}
+
+std::string gpu_name(const c10::Device& device) {
+#if ATOLL_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  (void)device;
+  return "";
+}
+
+std::string describe_device(const c10::Device& device) {
+  return device.is_cuda() ? device.str() + " (" + gpu_name(device) + ")" : device.str();
+}
+
+}  // namespace atl::runtime

@@ -1,0 +1,37 @@
+// The device each rank trains on (run.device): chosen once at start-up from what the config asks,
+// what this build can run and the GPUs this process sees, then bound before any CUDA call.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "runtime/config/config.h"
+
+namespace atl::runtime {
+
+struct DeviceChoice {
+  c10::Device device = c10::Device(c10::kCPU);
+  std::string note;  // said once at start-up by rank 0 when auto fell back to the CPU (else empty)
+};
+
+// auto: cuda:device_for(local_rank) when `cuda_devices` > 0 and this build has the CUDA path, else
+// the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is none or the
+// build has no CUDA path. cpu: the CPU.
+DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank);
+
+// The GPUs this process sees (0 with a CPU-only LibTorch or no driver).
+int visible_cuda_devices();
+// Whether this binary was built with the CUDA path (-DATOLL_WITH_CUDA).
+bool cuda_path_built();
+
+// Makes `device` this thread's current CUDA device (nothing for the CPU), so that every later CUDA
+// call, NCCL's included, lands on it.
+void bind_device(const c10::Device& device);
+
+// The GPU's name, e.g. "NVIDIA H100 80GB HBM3" ("" for the CPU).
+std::string gpu_name(const c10::Device& device);
+// "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu": the start-up table's device line.
+std::string describe_device(const c10::Device& device);
+
+}  // namespace atl::runtime

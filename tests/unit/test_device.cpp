@@ -1,0 +1,92 @@
+// run.device: which device a rank trains on, for every combination of what the config asks, what
+// the build has and how many GPUs the rank sees; and the datasheet peaks MFU is quoted against.
+#include <gtest/gtest.h>
+
+#include "runtime/device.h"
+#include "runtime/metrics/device_memory.h"
+#include "runtime/metrics/peak_flops.h"
+
+namespace atl::runtime {
+namespace {
+
+std::string error_of(DeviceKind kind, bool built, int devices) {
+  try {
+    choose_device(kind, built, devices, 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Device, CpuIsTheCpuWhateverTheMachineHas) {
+  for (bool built : {false, true})
+    for (int devices : {0, 8}) {
+      const DeviceChoice choice = choose_device(DeviceKind::kCpu, built, devices, 3);
+      EXPECT_EQ(choice.device, c10::Device(c10::kCPU));
+      EXPECT_EQ(choice.note, "");  // said nothing: the user asked for it
+    }
+}
+
+TEST(Device, AutoTakesTheLocalRanksGpuWhenThereIsOne) {
+  const DeviceChoice choice = choose_device(DeviceKind::kAuto, true, 4, 6);
+  EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 2));  // local rank 6 of 4 GPUs: device 6 % 4
+  EXPECT_EQ(choice.note, "");
+}
+
+TEST(Device, AutoFallsBackToTheCpuWithOneLineSayingWhy) {
+  const DeviceChoice no_gpu = choose_device(DeviceKind::kAuto, true, 0, 0);
+  EXPECT_EQ(no_gpu.device, c10::Device(c10::kCPU));
+  EXPECT_EQ(no_gpu.note, "device: run.device auto found no CUDA device; training on the CPU");
+  const DeviceChoice no_build = choose_device(DeviceKind::kAuto, false, 8, 0);
+  EXPECT_EQ(no_build.device, c10::Device(c10::kCPU));
+  EXPECT_EQ(no_build.note,
+            "device: run.device auto: this atoll was built without the CUDA path; training on the CPU");
+}
+
+TEST(Device, CudaTakesTheLocalRanksGpu) {
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 5).device, c10::Device(c10::kCUDA, 5));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 2, -1).device,
+            c10::Device(c10::kCUDA, 0));  // unknown local rank
+}
+
+TEST(Device, CudaWithoutAGpuOrTheCudaPathIsOneConfigLineWithTheFix) {
+  EXPECT_EQ(
+      error_of(DeviceKind::kCuda, true, 0),
+      "config: run.device = cuda but no CUDA device is visible to this rank (torch sees 0; check nvidia-smi "
+      "and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train on the CPU");
+  EXPECT_EQ(
+      error_of(DeviceKind::kCuda, false, 8),
+      "config: run.device = cuda but this atoll was built without the CUDA path (-DATOLL_WITH_CUDA=OFF or a "
+      "CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set run.device: cpu");
+}
+
+TEST(Device, ConfigSpellsTheThreeChoices) {
+  EXPECT_EQ(parse_config("").run.device, DeviceKind::kAuto);
+  EXPECT_EQ(parse_config("run: {device: cuda}").run.device, DeviceKind::kCuda);
+  EXPECT_EQ(parse_config("", {"run.device=cpu"}).run.device, DeviceKind::kCpu);
+  try {
+    parse_config("run: {device: gpu}");
+    FAIL() << "run.device: gpu was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "config: run.device = 'gpu' is not one of auto, cpu, cuda; set run.device to one of them, e.g. auto");
+  }
+}
+
+TEST(Device, CpuHasNoAllocatorFigures) {
+  EXPECT_FALSE(device_memory(c10::Device(c10::kCPU)).has_value());
+}
+
+TEST(DatasheetPeak, KnownGpusByTheirDeviceNames) {
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA H100 80GB HBM3"), 989e12);
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA H100 PCIe"), 756e12);
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA H100 NVL"), 835e12);
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA H200"), 989e12);
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA A100-SXM4-80GB"), 312e12);
+  EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA L40S"), 362e12);
+  EXPECT_FALSE(datasheet_bf16_peak_flops("Some Future GPU").has_value());
+}
+
+}  // namespace
+}  // namespace atl::runtime
