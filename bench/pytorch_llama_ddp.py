@@ -5,8 +5,9 @@
 Run with the interpreter of the venv Atoll builds against (the same torch as Atoll's LibTorch):
   .venv/bin/python bench/pytorch_llama_ddp.py --world 2 --steps 30 --data data/pydocs/train.bin
 Prints one machine-readable last line: `pytorch_ddp tokens_per_s=<x> step_s=<y>`.
-The model mirrors runtime/llama.cpp: RMSNorm, RoPE (rotate-half), causal attention, SwiGLU, no
-biases, untied LM head -- written as a PyTorch user would: attention through
+The model mirrors runtime/model/llama.cpp: RMSNorm, RoPE (rotate-half, --rope-theta), causal
+grouped-query attention, SwiGLU, no biases, an untied LM head unless --tie-embeddings -- written as
+a PyTorch user would: attention through
 F.scaled_dot_product_attention (fused CPU kernels), and `--precision bf16` through
 torch.autocast (PyTorch's natural mixed-precision path: fp32 parameters, bf16 matmuls).
 """
@@ -80,7 +81,7 @@ class Llama(nn.Module):
         self.norm = RMSNorm(a.dim)
         self.lm_head = nn.Linear(a.dim, a.vocab, bias=False)
         head_dim = a.dim // a.heads
-        inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        inv_freq = a.rope_theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         angles = torch.outer(torch.arange(a.seq, dtype=torch.float64), inv_freq)
         angles = torch.cat((angles, angles), dim=-1)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
@@ -89,6 +90,8 @@ class Llama(nn.Module):
             if "norm" not in name:
                 std = 0.02 / math.sqrt(2 * a.layers) if ("o_proj" in name or "down_proj" in name) else 0.02
                 nn.init.normal_(p, 0.0, std)
+        if a.tie_embeddings:  # model.tie_embeddings: the head reads the embedding matrix
+            self.lm_head.weight = self.embed_tokens.weight
 
     def forward(self, tokens, targets):
         h = self.embed_tokens(tokens)
@@ -112,6 +115,12 @@ def load_tokens(path, needed, vocab, seed):
         tokens = np.fromfile(path, dtype=dtype, count=min(needed, int(header[2])), offset=1024)
         return torch.from_numpy(np.resize(tokens, needed).astype(np.int64))
     return torch.randint(0, vocab, (needed,), generator=torch.Generator().manual_seed(seed))
+
+
+def add_model_options(p):
+    """The model fields beyond the shape integers, with Atoll's defaults (model.rope_theta, model.tie_embeddings)."""
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--tie-embeddings", action="store_true", help="the LM head shares the embedding matrix")
 
 
 def worker(rank, a, port, queue):
@@ -158,6 +167,7 @@ def main():
                           ("seed", 1234)]:
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--lr", type=float, default=3e-4)
+    add_model_options(p)
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: torch.autocast to bfloat16 (mixed precision)")
     p.add_argument("--data", default="", help="llm.c token shard (default: random tokens)")
