@@ -12,29 +12,39 @@
 
 namespace atl::runtime {
 
-DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank) {
-  const bool have_gpu = cuda_built && cuda_devices > 0;
+DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
+                           int local_size) {
   const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices)));
+  const std::string sharing = std::to_string(local_size) + " ranks on this node share " +
+                              std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s");
+  std::string missing;  // why there is no GPU for this rank, "" when there is one
+  if (!cuda_built)
+    missing = "this atoll was built without the CUDA path";
+  else if (cuda_devices < 1)
+    missing = "no CUDA device is visible to this rank";
+  else if (local_size > cuda_devices)
+    missing = sharing + " and NCCL needs a GPU per rank";
   switch (requested) {
     case DeviceKind::kCpu:
       return {};
     case DeviceKind::kAuto:
-      if (have_gpu) return {gpu, ""};
-      return {c10::Device(c10::kCPU),
-              cuda_built ? "device: run.device auto found no CUDA device; training on the CPU"
-                         : "device: run.device auto: this atoll was built without the "
-                           "CUDA path; training on the CPU"};
+      if (missing.empty()) return {gpu, ""};
+      return {c10::Device(c10::kCPU), "device: run.device auto: " + missing + "; training on the CPU"};
     case DeviceKind::kCuda:
       if (!cuda_built)
         throw ConfigError(
-            {"config: run.device = cuda but this atoll was built without the CUDA path "
-             "(-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set "
+            {"config: run.device = cuda but " + missing +
+             " (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set "
              "run.device: cpu"});
       if (cuda_devices < 1)
         throw ConfigError(
-            {"config: run.device = cuda but no CUDA device is visible to this rank (torch sees 0; "
-             "check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
-             "on the CPU"});
+            {"config: run.device = cuda but " + missing +
+             " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or "
+             "cpu to train on the CPU"});
+      if (!missing.empty())
+        throw ConfigError({"config: run.device = cuda but " + sharing +
+                           " and NCCL needs a GPU per rank; launch at most " + std::to_string(cuda_devices) +
+                           " ranks per node, or set run.device: cpu"});
       return {gpu, ""};
   }
   return {};

@@ -15,10 +15,12 @@ struct DeviceChoice {
   std::string note;  // said once at start-up by rank 0 when auto fell back to the CPU (else empty)
 };
 
-// auto: cuda:device_for(local_rank) when `cuda_devices` > 0 and this build has the CUDA path, else
-// the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is none or the
-// build has no CUDA path. cpu: the CPU.
-DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank);
+// auto: cuda:device_for(local_rank) when this build has the CUDA path and the node's `local_size`
+// ranks each have a GPU of the `cuda_devices` (NCCL refuses two ranks of a group on one GPU), else
+// the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is no GPU,
+// too few of them, or no CUDA path in the build. cpu: the CPU.
+DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
+                           int local_size = 1);
 
 // The GPUs this process sees (0 with a CPU-only LibTorch or no driver).
 int visible_cuda_devices();

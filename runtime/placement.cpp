@@ -93,15 +93,19 @@ int device_for(int local_rank, int devices) {
   return std::max(0, local_rank) % std::max(1, devices);
 }
 
+RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacement placement) {
+  if (placement.local_rank >= 0 && placement.local_size >= 1) return placement;
+  MPI_Comm node;
+  MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &placement.local_rank);
+  MPI_Comm_size(node, &placement.local_size);
+  MPI_Comm_free(&node);
+  return placement;
+}
+
 int default_threads_per_rank(const comm::MpiCommunicator& world, const RankPlacement& placement) {
-  int local_ranks = placement.local_size;
-  if (local_ranks < 1) {
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
-    MPI_Comm_size(node, &local_ranks);
-    MPI_Comm_free(&node);
-  }
-  return threads_per_rank(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), local_ranks);
+  return threads_per_rank(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                          completed_placement(world, placement).local_size);
 }
 
 }  // namespace atl::runtime

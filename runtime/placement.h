@@ -30,6 +30,10 @@ RankPlacement placement_from_environment(const Environment& env);
 // (< 1) local_size counts as one rank.
 int threads_per_rank(int cores, int local_size);
 
+// `placement` with local_rank and local_size counted over `world`'s ranks on this node where the
+// launcher did not give them (collective then; a launcher gives them to every rank or to none).
+RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacement placement);
+
 // threads_per_rank() for this node's cores and the ranks on it: as `placement` says, else counted
 // over `world` (collective then).
 int default_threads_per_rank(const comm::MpiCommunicator& world, const RankPlacement& placement);

@@ -102,6 +102,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.config = config;
   const bool is_logger = world.rank() == 0;
   s.log = std::make_unique<RunLog>(s.config, is_logger ? out : nullptr, environment.progress_bar);
+  // Where this rank sits on its node (counted over `world` where the launcher did not say).
+  const RankPlacement placement = completed_placement(world, environment.placement);
   // Local checks first (no collectives): config, layout, test hooks, data files, initial weights.
   agree_on_startup(world, [&] {
     const std::vector<std::string> problems = validate_layout(config, world.size());
@@ -113,13 +115,13 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     if (config.model.starts_from_file())
       s.initial_weights = read_initial_weights(config.model, config.model.init_from);
     s.device = choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(),
-                             environment.placement.local_rank);
+                             placement.local_rank, placement.local_size);
   });
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
 
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads
-                                             : default_threads_per_rank(world, environment.placement));
+                                             : default_threads_per_rank(world, placement));
   s.flight = std::make_unique<comm::FlightRecorder>(static_cast<size_t>(config.comm.flight_records));
   s.control = world.duplicate("world");
   s.control->record_in(s.flight.get());

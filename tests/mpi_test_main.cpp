@@ -4,11 +4,13 @@
 // of every test, and a rank whose peers failed records a failure too, so every rank reports the
 // same result and the process exit codes agree. Only rank 0 prints the usual progress output;
 // other ranks print only their own failures.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include "comm/mpi_runtime.h"
 #include "tests/mpi_test_env.h"
+#include "tests/training_fixture.h"
 
 namespace {
 
@@ -27,6 +29,10 @@ int main(int argc, char** argv) {
   atl::comm::MpiRuntime runtime(&argc, &argv);
   atl::test::MpiTestEnv::set_runtime(&runtime);
   testing::InitGoogleTest(&argc, argv);
+  // On a GPU, bitwise claims (resume, dp replicas) need deterministic kernels, as on the CPU by
+  // construction (embedding backward otherwise adds with atomics in whatever order they land).
+  if (atl::test::test_device() == atl::runtime::DeviceKind::kCuda)
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();

@@ -33,11 +33,17 @@ struct RunResult {
   double val_loss = 0.0;
 };
 
-// This rank's gradient of every parameter, by name.
+// This rank's gradient of every parameter, by name, in host memory (compared and sent over MPI).
 inline std::map<std::string, at::Tensor> by_name(const atl::parallel::FlatParameters& params) {
   std::map<std::string, at::Tensor> out;
-  for (const atl::parallel::FlatEntry& e : params.entries()) out[e.info.name] = e.grad.detach().clone();
+  for (const atl::parallel::FlatEntry& e : params.entries()) out[e.info.name] = e.grad.detach().cpu().clone();
   return out;
+}
+
+// `tensors` in host memory (themselves when they are there already).
+inline std::map<std::string, at::Tensor> on_host(std::map<std::string, at::Tensor> tensors) {
+  for (auto& [name, tensor] : tensors) tensor = tensor.cpu();
+  return tensors;
 }
 
 inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& comm) {
@@ -50,7 +56,7 @@ inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& c
     // Full gradients exist only without ZeRO (with it, each rank holds its reduced piece).
     if (s == 0 && config.parallel.zero == 0) result.first_step_grads = by_name(trainer.parameters());
   }
-  result.final_params = trainer.full_parameters();
+  result.final_params = on_host(trainer.full_parameters());
   result.val_loss = trainer.evaluate();
   return result;
 }

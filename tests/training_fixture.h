@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -45,8 +46,16 @@ inline std::string write_synthetic_dataset(const std::string& tag) {
   return dir;
 }
 
+// The device the trainer-based tests train on: the CPU, or each rank's GPU when ATOLL_TEST_DEVICE=cuda
+// (how tests/gpu registers the same binaries under the CTest label gpu).
+inline runtime::DeviceKind test_device() {
+  const char* device = std::getenv("ATOLL_TEST_DEVICE");
+  return device && std::string(device) == "cuda" ? runtime::DeviceKind::kCuda : runtime::DeviceKind::kCpu;
+}
+
 inline runtime::Config tiny_config(const std::string& data_dir) {
   runtime::Config c;
+  c.run.device = test_device();
   c.run.dir = data_dir + "/run";
   c.run.seed = 7;
   c.run.threads = 1;

@@ -54,7 +54,7 @@ struct Trained {
 Trained run_steps(Trainer& trainer, int steps) {
   Trained out;
   for (int s = 0; s < steps; ++s) out.losses.push_back(trainer.train_step().loss);
-  out.params = trainer.full_parameters();
+  out.params = atl::test::on_host(trainer.full_parameters());
   return out;
 }
 
@@ -165,7 +165,8 @@ TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
   Trainer original(saved, world(), nullptr);
   run_steps(original, saved.train.steps);
   original.save_checkpoint();
-  const std::map<std::string, at::Tensor> pieces = original.full_parameters();  // this rank's tp piece
+  const std::map<std::string, at::Tensor> pieces =
+      atl::test::on_host(original.full_parameters());  // this rank's tp piece
 
   // One rank alone (a communicator of its own on every rank) reads the whole model.
   Config single = saved;
@@ -176,7 +177,7 @@ TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
   MPI_Comm_dup(MPI_COMM_SELF, &self);
   atl::comm::MpiCommunicator alone(atl::test::MpiTestEnv::runtime(), self, "self");
   Trainer one_rank(single, alone, nullptr);
-  const std::map<std::string, at::Tensor> whole = one_rank.full_parameters();
+  const std::map<std::string, at::Tensor> whole = atl::test::on_host(one_rank.full_parameters());
   const int tp_rank = world().rank() % 2;
   for (const auto& [name, piece] : pieces)
     EXPECT_TRUE(
@@ -190,7 +191,7 @@ TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
   zero3.run.dir = saved.run.dir + "-zero3";
   Trainer sharded(zero3, world(), nullptr);
   EXPECT_EQ(sharded.step(), 3);
-  for (const auto& [name, value] : sharded.full_parameters())
+  for (const auto& [name, value] : atl::test::on_host(sharded.full_parameters()))
     EXPECT_TRUE(value.equal(whole.at(name))) << name;
   for (int s = 0; s < 5; ++s) {
     const double expected = original.train_step().loss, ours = sharded.train_step().loss;
@@ -210,7 +211,7 @@ TEST_F(Checkpoint, ExportedWeightsStartANewRun) {
   Trainer trained(config, world(), nullptr);
   run_steps(trained, config.train.steps);
   const std::string dir = trained.save_checkpoint();
-  const std::map<std::string, at::Tensor> expected = trained.full_parameters();
+  const std::map<std::string, at::Tensor> expected = atl::test::on_host(trained.full_parameters());
   const std::string file = config.run.dir + "/export/model.safetensors";
   if (world().rank() == 0) atl::checkpoint::export_consolidated(dir, file);
   world().barrier();
@@ -222,7 +223,7 @@ TEST_F(Checkpoint, ExportedWeightsStartANewRun) {
   fresh.run.dir += "-fresh";
   Trainer started(fresh, world(), nullptr);
   EXPECT_EQ(started.step(), 0);
-  for (const auto& [name, value] : started.full_parameters())
+  for (const auto& [name, value] : atl::test::on_host(started.full_parameters()))
     EXPECT_TRUE(value.equal(expected.at(name))) << name;
 }
 

@@ -195,7 +195,7 @@ TEST_F(Islands, EveryCodecLeavesIslandsBitIdenticalAfterASync) {
     std::vector<double> losses;
     for (int s = 0; s < c.train.steps; ++s) losses.push_back(trainer.train_step().loss);
     EXPECT_LT(losses.back(), losses.front() - 0.3) << codec;
-    for (const auto& [name, piece] : trainer.full_parameters())
+    for (const auto& [name, piece] : atl::test::on_host(trainer.full_parameters()))
       EXPECT_TRUE(same_on_every_rank(world(), piece)) << codec << " " << name;
     EXPECT_TRUE(same_on_every_rank(world(), trainer.outer_optimizer()->phi())) << codec;
     EXPECT_TRUE(same_on_every_rank(world(), trainer.outer_optimizer()->momentum())) << codec;
@@ -225,7 +225,7 @@ TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
   };
   for (int step = 1; step <= 4; ++step) {
     trainer.train_step();
-    for (const auto& [name, piece] : trainer.full_parameters()) {
+    for (const auto& [name, piece] : atl::test::on_host(trainer.full_parameters())) {
       const bool synced = in_fragment0(name) ? step == 2 : step == 4;
       // Before its first sync a fragment differs between islands; right after, it is identical.
       const bool identical = same_on_every_rank(world(), piece);
@@ -325,7 +325,7 @@ Trained run(const Config& config, atl::comm::MpiCommunicator& comm, int steps, b
   Trained out;
   for (int s = 0; s < steps; ++s) out.losses.push_back(trainer.train_step().loss);
   if (save_at_end) trainer.save_checkpoint();
-  out.params = trainer.full_parameters();
+  out.params = atl::test::on_host(trainer.full_parameters());
   out.phi = trainer.outer_optimizer()->phi().clone();
   return out;
 }

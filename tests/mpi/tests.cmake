@@ -1,12 +1,13 @@
-# Multi-rank tests and the rank counts each runs with (see atoll_mpi_test in tests/CMakeLists.txt).
+# Multi-rank tests and the rank counts each runs with (see atoll_mpi_test in tests/CMakeLists.txt);
+# GPU_NP: the rank counts the trainer-based ones run with again on GPUs (label gpu, tests/gpu).
 atoll_mpi_test(test_communicator NP 2 4 DEPS atoll_comm)
 atoll_mpi_test(test_device_mesh NP 8 DEPS atoll_comm)
-atoll_mpi_test(test_layout_parity NP 2 4 TIMEOUT 600)
+atoll_mpi_test(test_layout_parity NP 2 4 GPU_NP 2 4 TIMEOUT 600)
 atoll_mpi_test(test_grad_clip NP 2 DEPS atoll_optim atoll_parallel)
 atoll_mpi_test(test_tensor_parallel NP 2 4 DEPS atoll_parallel)
-atoll_mpi_test(test_pipeline_parity NP 2 4 8 TIMEOUT 600)
-atoll_mpi_test(test_zero_parity NP 2 4 TIMEOUT 900)
-atoll_mpi_test(test_mixed_precision NP 2 4 TIMEOUT 900)
-atoll_mpi_test(test_checkpoint NP 1 2 4 TIMEOUT 600)
+atoll_mpi_test(test_pipeline_parity NP 2 4 8 GPU_NP 2 4 8 TIMEOUT 600)
+atoll_mpi_test(test_zero_parity NP 2 4 GPU_NP 2 4 TIMEOUT 900)
+atoll_mpi_test(test_mixed_precision NP 2 4 GPU_NP 2 4 TIMEOUT 900)
+atoll_mpi_test(test_checkpoint NP 1 2 4 GPU_NP 1 2 4 TIMEOUT 600)
 atoll_mpi_test(test_resharding NP 8 TIMEOUT 600)
-atoll_mpi_test(test_islands NP 2 4 TIMEOUT 900)
+atoll_mpi_test(test_islands NP 2 4 GPU_NP 2 4 TIMEOUT 900)

@@ -28,15 +28,16 @@ TEST(Device, CpuIsTheCpuWhateverTheMachineHas) {
 }
 
 TEST(Device, AutoTakesTheLocalRanksGpuWhenThereIsOne) {
-  const DeviceChoice choice = choose_device(DeviceKind::kAuto, true, 4, 6);
-  EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 2));  // local rank 6 of 4 GPUs: device 6 % 4
+  const DeviceChoice choice = choose_device(DeviceKind::kAuto, true, 8, 6, 8);
+  EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 6));
   EXPECT_EQ(choice.note, "");
 }
 
 TEST(Device, AutoFallsBackToTheCpuWithOneLineSayingWhy) {
   const DeviceChoice no_gpu = choose_device(DeviceKind::kAuto, true, 0, 0);
   EXPECT_EQ(no_gpu.device, c10::Device(c10::kCPU));
-  EXPECT_EQ(no_gpu.note, "device: run.device auto found no CUDA device; training on the CPU");
+  EXPECT_EQ(no_gpu.note,
+            "device: run.device auto: no CUDA device is visible to this rank; training on the CPU");
   const DeviceChoice no_build = choose_device(DeviceKind::kAuto, false, 8, 0);
   EXPECT_EQ(no_build.device, c10::Device(c10::kCPU));
   EXPECT_EQ(no_build.note,
@@ -44,9 +45,28 @@ TEST(Device, AutoFallsBackToTheCpuWithOneLineSayingWhy) {
 }
 
 TEST(Device, CudaTakesTheLocalRanksGpu) {
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 5).device, c10::Device(c10::kCUDA, 5));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 5, 8).device, c10::Device(c10::kCUDA, 5));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 1, 2).device, c10::Device(c10::kCUDA, 1));
   EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 2, -1).device,
             c10::Device(c10::kCUDA, 0));  // unknown local rank
+}
+
+TEST(Device, MoreRanksThanGpusOnANodeIsTheCpuForAutoAndAnErrorForCuda) {
+  const DeviceChoice shared = choose_device(DeviceKind::kAuto, true, 1, 1, 2);
+  EXPECT_EQ(shared.device, c10::Device(c10::kCPU));
+  EXPECT_EQ(
+      shared.note,
+      "device: run.device auto: 2 ranks on this node share 1 GPU and NCCL needs a GPU per rank; training on "
+      "the CPU");
+  try {
+    choose_device(DeviceKind::kCuda, true, 2, 0, 4);
+    FAIL() << "4 ranks on 2 GPUs were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "config: run.device = cuda but 4 ranks on this node share 2 GPUs and NCCL needs a GPU per rank; "
+        "launch at most 2 ranks per node, or set run.device: cpu");
+  }
 }
 
 TEST(Device, CudaWithoutAGpuOrTheCudaPathIsOneConfigLineWithTheFix) {
