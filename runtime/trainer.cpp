@@ -210,7 +210,9 @@ StepMetrics Trainer::train_step() {
   }
 
   l.data_parallel->start_step(microbatches);
-  double local_loss = 0.0;  // on the last stage: the sum of the microbatch losses / microbatches
+  // On the last stage: the sum of the microbatch losses / microbatches, kept where the loss is computed
+  // and read once after the pipeline (a GPU is not synchronised per microbatch).
+  const at::Tensor local_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(l.device));
   pipe::StageCallbacks callbacks;
   callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
     const at::Tensor out = s.forward_chunk(chunk, input, [&] {
@@ -222,7 +224,7 @@ StepMetrics Trainer::train_step() {
     // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
     // gradient of the mean over this rank's share of the batch; the dp average does the rest.
     const at::Tensor loss = s.poisons_loss(s.step + 1) ? out * std::nan("") : out / microbatches;
-    local_loss += loss.item<double>();
+    local_loss.add_(loss.detach().to(at::kDouble).reshape({}));
     return loss;
   };
   callbacks.activation_shape = [&](int) { return l.chunks.front()->hidden_shape(microbatch_size); };
@@ -242,7 +244,7 @@ StepMetrics Trainer::train_step() {
       l.islands_average_every_step() ? s.average_gradients_over_islands() : 0.0;
 
   // The last stage holds the loss: sum over the pipeline, average over data parallelism.
-  at::Tensor loss = at::full({1}, local_loss, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor loss = at::full({1}, local_loss.item<double>(), at::TensorOptions().dtype(at::kDouble));
   if (l.pipeline.stages > 1) s.mesh().pp().all_reduce(loss, comm::ReduceOp::kSum)->wait();
   comm::WorkPtr loss_work = s.mesh().dp().all_reduce(loss, comm::ReduceOp::kAvg);
   // The norm is agreed over the model and dp groups and a NaN anywhere in a gradient (or a loss,
