@@ -95,6 +95,25 @@ struct Trainer::State {
   }
 };
 
+namespace {
+
+// A GPU's peaks beside the one MFU is measured against: bf16 and TF32 matmuls measured on this
+// rank's GPU, and the datasheet's dense bf16 peak, which also goes into the start record.
+void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Precision precision) {
+  const double bf16 =
+      precision == Precision::kBf16 ? peak_flops : measure_matmul_peak_flops(at::kBFloat16, device);
+  const double tf32 = measure_tf32_matmul_peak_flops(device);
+  const std::string name = gpu_name(device);
+  const std::optional<double> datasheet = datasheet_bf16_peak_flops(name);
+  if (datasheet) log.datasheet_peak(*datasheet);
+  log.line(formatted(
+      "peak: %s measured %.0f TFLOP/s bf16, %.0f TFLOP/s tf32 (MFU against %s); datasheet dense bf16 %s",
+      name.c_str(), bf16 / 1e12, tf32 / 1e12, std::string(name_of(precision)).c_str(),
+      datasheet ? formatted("%.0f TFLOP/s", *datasheet / 1e12).c_str() : "unknown for this GPU"));
+}
+
+}  // namespace
+
 Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::ostream* out,
                  const LaunchEnvironment& environment)
     : state_(std::make_unique<State>()) {
@@ -149,14 +168,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.peak_flops = peak.item<double>();
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
-  const std::optional<double> datasheet =
-      s.device.device.is_cuda() ? datasheet_bf16_peak_flops(gpu_name(s.device.device)) : std::nullopt;
-  if (datasheet) {
-    s.log->datasheet_peak(*datasheet);
-    s.log->line(formatted("peak: measured %.0f TFLOP/s per GPU in %s; datasheet dense bf16 %.0f TFLOP/s (%s)",
-                          s.peak_flops / 1e12, std::string(name_of(config.train.precision)).c_str(),
-                          *datasheet / 1e12, gpu_name(s.device.device).c_str()));
-  }
+  if (s.device.device.is_cuda()) log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

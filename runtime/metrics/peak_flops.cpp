@@ -57,6 +57,15 @@ double measure_matmul_peak_flops(at::ScalarType dtype, c10::Device device, int n
   return best;
 }
 
+double measure_tf32_matmul_peak_flops(c10::Device device) {
+  at::Context& context = at::globalContext();
+  const bool was_allowed = context.allowTF32CuBLAS();
+  context.setAllowTF32CuBLAS(true);
+  const double peak = measure_matmul_peak_flops(at::kFloat, device);
+  context.setAllowTF32CuBLAS(was_allowed);
+  return peak;
+}
+
 std::optional<double> datasheet_bf16_peak_flops(const std::string& device_name) {
   for (const DatasheetPeak& peak : kBf16Peaks)
     if (device_name.find(peak.name_part) != std::string::npos) return peak.tflops * 1e12;

@@ -18,6 +18,10 @@ namespace atl::runtime {
 double measure_matmul_peak_flops(at::ScalarType dtype = at::kFloat, c10::Device device = c10::kCPU, int n = 0,
                                  double seconds = 0.5);
 
+// On a GPU: the fp32 matmul peak with TF32 tensor cores allowed for the measurement only (fp32
+// training keeps LibTorch's default, IEEE fp32 matmuls). What an fp32 run would reach with TF32 on.
+double measure_tf32_matmul_peak_flops(c10::Device device);
+
 // The datasheet's dense bf16 tensor-core peak of a GPU by its device name (e.g. "NVIDIA H100 80GB
 // HBM3": 989 TFLOP/s), or nothing for a name not in the table.
 std::optional<double> datasheet_bf16_peak_flops(const std::string& device_name);
