@@ -18,9 +18,7 @@ at::Tensor host_staging_like(const at::Tensor& live) {
 
 #if ATOLL_CUDA
 struct StagingCopy::Device {
-  c10::cuda::CUDAStream side;
-  at::cuda::CUDAEvent state_ready;  // recorded on the compute stream when the copy began
-  bool waited = false;              // whether `side` already waits for state_ready
+  c10::cuda::CUDAStream side;  // waits, from its creation, for the compute stream's work so far
 };
 #else
 struct StagingCopy::Device {};
@@ -30,9 +28,10 @@ StagingCopy::StagingCopy(c10::Device device) {
 #if ATOLL_CUDA
   if (!device.is_cuda()) return;
   const auto index = device.index();
-  device_ = std::make_unique<Device>(
-      Device{c10::cuda::getStreamFromPool(false, index), at::cuda::CUDAEvent(), false});
-  device_->state_ready.record(c10::cuda::getCurrentCUDAStream(index));
+  device_ = std::make_unique<Device>(Device{c10::cuda::getStreamFromPool(false, index)});
+  at::cuda::CUDAEvent state_ready;  // the state's last update, queued on the compute stream
+  state_ready.record(c10::cuda::getCurrentCUDAStream(index));
+  state_ready.block(device_->side);
 #else
   (void)device;
 #endif
@@ -46,10 +45,6 @@ void StagingCopy::copy(const at::Tensor& host, const at::Tensor& live) {
 #if ATOLL_CUDA
   if (device_ && live.is_cuda()) {
     const c10::cuda::CUDAStreamGuard on_side(device_->side);
-    if (!device_->waited) {
-      device_->state_ready.block(device_->side);
-      device_->waited = true;
-    }
     host.copy_(live, /*non_blocking=*/true);
     return;
   }

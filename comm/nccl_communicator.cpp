@@ -26,25 +26,16 @@ void cuda_check(cudaError_t result, const char* call) {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t done, int device) : done_(done), device_(device) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(std::shared_ptr<at::cuda::CUDAEvent> done, int device) : done_(std::move(done)), device_(device) {}
   // The current stream waits for the operation; the host goes on.
-  void wait() override {
-    CUDA_CHECK(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), done_, 0));
-  }
-  void synchronize() override { CUDA_CHECK(cudaEventSynchronize(done_)); }
-  bool test() override { return cudaEventQuery(done_) == cudaSuccess; }
+  void wait() override { done_->block(c10::cuda::getCurrentCUDAStream(device_)); }
+  void synchronize() override { done_->synchronize(); }
+  bool test() override { return done_->query(); }
 
  private:
-  cudaEvent_t done_;
+  std::shared_ptr<at::cuda::CUDAEvent> done_;
   int device_;
 };
-
-cudaEvent_t new_event() {
-  cudaEvent_t event;
-  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return event;
-}
 
 // A stream of the device for this group's operations, after every rank of the group has agreed that
 // its device is usable (so no rank waits for a unique id that a rank without a GPU never sends).
@@ -122,42 +113,36 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, int device,
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  for (const Pending& p : pending_) cudaEventDestroy(p.done);
   if (comm_ && !aborted_) ncclCommDestroy(comm_);
 }
 
 template <typename Enqueue>
 WorkPtr NcclCommunicator::run(std::vector<at::Tensor> tensors, uint64_t record, Enqueue enqueue) {
   CUDA_CHECK(cudaSetDevice(device_));
-  const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_).stream();
-  const cudaEvent_t ready = new_event();
-  CUDA_CHECK(cudaEventRecord(ready, compute));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_.stream(), ready, 0));
-  CUDA_CHECK(cudaEventDestroy(ready));
+  at::cuda::CUDAEvent ready;  // what the current stream has queued so far: the tensors' producers
+  ready.record(c10::cuda::getCurrentCUDAStream(device_));
+  ready.block(stream_);
   // The allocator may reuse these tensors' memory only after this stream's work on them is done.
   for (const at::Tensor& t : tensors)
     c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   NCCL_CHECK(ncclGroupStart());
   enqueue();
   NCCL_CHECK(ncclGroupEnd());
-  const cudaEvent_t done = new_event();
-  CUDA_CHECK(cudaEventRecord(done, stream_.stream()));
+  auto done = std::make_shared<at::cuda::CUDAEvent>();
+  done->record(stream_);
   if (std::function<void()> close = record_closer(record)) {
-    const cudaEvent_t watched = new_event();
-    CUDA_CHECK(cudaEventRecord(watched, stream_.stream()));
     const std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.push_back({watched, std::move(close)});
+    pending_.push_back({done, std::move(close)});
   }
-  return std::make_shared<NcclWork>(done, device_);
+  return std::make_shared<NcclWork>(std::move(done), device_);
 }
 
 std::string NcclCommunicator::poll() {
   {
     const std::lock_guard<std::mutex> lock(pending_mutex_);
     // One stream: operations complete in the order they were enqueued.
-    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+    while (!pending_.empty() && pending_.front().done->query()) {
       pending_.front().close_record();
-      cudaEventDestroy(pending_.front().done);
       pending_.pop_front();
     }
   }

@@ -13,6 +13,7 @@
 // ncclCommGetAsyncError, and abort() calls ncclCommAbort.
 #pragma once
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -58,9 +60,9 @@ class NcclCommunicator final : public Communicator, public DeviceBackend {
   void abort() override;
 
  private:
-  // An operation whose flight record closes when its event fires.
+  // An operation whose flight record closes when its completion event (shared with its Work) fires.
   struct Pending {
-    cudaEvent_t done;
+    std::shared_ptr<at::cuda::CUDAEvent> done;
     std::function<void()> close_record;
   };
 

@@ -12,10 +12,11 @@ TwoPlaneCommunicator::TwoPlaneCommunicator(std::unique_ptr<MpiCommunicator> cont
     : control_(std::move(control)), device_(std::move(device)) {
   label_ = control_->label();
   control_->count_into(counters());
-  if (device_) {
-    device_->count_into(counters());
-    device_backend_ = dynamic_cast<DeviceBackend*>(device_.get());
-  }
+  if (device_) device_->count_into(counters());
+}
+
+DeviceBackend* TwoPlaneCommunicator::device_backend() const {
+  return dynamic_cast<DeviceBackend*>(device_.get());
 }
 
 TwoPlaneCommunicator::~TwoPlaneCommunicator() = default;

@@ -37,14 +37,13 @@ class TwoPlaneCommunicator final : public Communicator {
 
   MpiCommunicator& control() const { return *control_; }
   // The NCCL plane as the watchdog sees it; null on a CPU run.
-  DeviceBackend* device_backend() const { return device_backend_; }
+  DeviceBackend* device_backend() const;
 
  private:
   Communicator& plane_of(const at::Tensor& tensor) const;
 
   std::unique_ptr<MpiCommunicator> control_;
   std::unique_ptr<Communicator> device_;
-  DeviceBackend* device_backend_ = nullptr;
 };
 
 }  // namespace atl::comm

@@ -2,6 +2,8 @@
 
 #include <torch/cuda.h>
 
+#include <optional>
+
 #include "atoll/build_config.h"
 #include "runtime/placement.h"
 
@@ -12,42 +14,43 @@
 
 namespace atl::runtime {
 
+namespace {
+
+// Why this rank has no GPU to train on, and what fixes it for a config that asked for cuda.
+struct NoGpu {
+  std::string why, fix;
+};
+
+std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size) {
+  if (!cuda_built)
+    return NoGpu{
+        "this atoll was built without the CUDA path",
+        " (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set run.device: "
+        "cpu"};
+  if (cuda_devices < 1)
+    return NoGpu{
+        "no CUDA device is visible to this rank",
+        " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
+        "on the CPU"};
+  if (local_size > cuda_devices)
+    return NoGpu{
+        std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) + " GPU" +
+            (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
+        "; launch at most " + std::to_string(cuda_devices) + " ranks per node, or set run.device: cpu"};
+  return std::nullopt;
+}
+
+}  // namespace
+
 DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
                            int local_size) {
-  const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices)));
-  const std::string sharing = std::to_string(local_size) + " ranks on this node share " +
-                              std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s");
-  std::string missing;  // why there is no GPU for this rank, "" when there is one
-  if (!cuda_built)
-    missing = "this atoll was built without the CUDA path";
-  else if (cuda_devices < 1)
-    missing = "no CUDA device is visible to this rank";
-  else if (local_size > cuda_devices)
-    missing = sharing + " and NCCL needs a GPU per rank";
-  switch (requested) {
-    case DeviceKind::kCpu:
-      return {};
-    case DeviceKind::kAuto:
-      if (missing.empty()) return {gpu, ""};
-      return {c10::Device(c10::kCPU), "device: run.device auto: " + missing + "; training on the CPU"};
-    case DeviceKind::kCuda:
-      if (!cuda_built)
-        throw ConfigError(
-            {"config: run.device = cuda but " + missing +
-             " (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set "
-             "run.device: cpu"});
-      if (cuda_devices < 1)
-        throw ConfigError(
-            {"config: run.device = cuda but " + missing +
-             " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or "
-             "cpu to train on the CPU"});
-      if (!missing.empty())
-        throw ConfigError({"config: run.device = cuda but " + sharing +
-                           " and NCCL needs a GPU per rank; launch at most " + std::to_string(cuda_devices) +
-                           " ranks per node, or set run.device: cpu"});
-      return {gpu, ""};
+  if (requested == DeviceKind::kCpu) return {};
+  if (const std::optional<NoGpu> missing = no_gpu(cuda_built, cuda_devices, local_size)) {
+    if (requested == DeviceKind::kCuda)
+      throw ConfigError({"config: run.device = cuda but " + missing->why + missing->fix});
+    return {c10::Device(c10::kCPU), "device: run.device auto: " + missing->why + "; training on the CPU"};
   }
-  return {};
+  return {c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices))), ""};
 }
 
 int visible_cuda_devices() {
