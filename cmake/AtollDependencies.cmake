@@ -2,6 +2,11 @@
 # LibTorch: from the PyTorch wheel in .venv (cmake/AtollTorch.cmake); the rest from Debian.
 # Protobuf first: TorchConfig defines protobuf::libprotobuf as an empty stand-in when no such
 # target exists yet, and FindProtobuf would then keep that stand-in (nothing linked).
+include(AtollConfigureError)
+# Options are checked before anything is looked for, so a misspelt one is the only line printed.
+if(NOT ATOLL_WITH_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  atoll_configure_error("ATOLL_WITH_CUDA=${ATOLL_WITH_CUDA} is not one of AUTO, ON, OFF; pass -DATOLL_WITH_CUDA=AUTO (or ON, OFF)")
+endif()
 find_package(Protobuf REQUIRED)
 include(AtollTorch)
 find_package(MPI REQUIRED COMPONENTS CXX)
@@ -16,9 +21,6 @@ endif()
 # CUDA build of LibTorch and NCCL with the CUDA runtime: the wheel's (cmake/FindNCCL.cmake), else
 # under NCCL_ROOT, CUDA_HOME, /usr/local/cuda. No GPU is needed to compile and link it.
 set(ATOLL_CUDA OFF)
-if(NOT ATOLL_WITH_CUDA MATCHES "^(AUTO|ON|OFF)$")
-  atoll_configure_error("ATOLL_WITH_CUDA=${ATOLL_WITH_CUDA} is not one of AUTO, ON, OFF; pass -DATOLL_WITH_CUDA=AUTO")
-endif()
 if(NOT ATOLL_WITH_CUDA STREQUAL "OFF")
   if(NOT ATOLL_TORCH_CUDA)
     set(_cuda_missing "torch ${ATOLL_TORCH_VERSION} is a CPU build")

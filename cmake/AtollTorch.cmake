@@ -5,12 +5,6 @@
 #
 # Sets ATOLL_TORCH_VERSION and ATOLL_TORCH_CUDA (the wheel's CUDA version, empty for a CPU build).
 
-# One unwrapped line (CMake word-wraps FATAL_ERROR text), then the stop.
-macro(atoll_configure_error text)
-  message(NOTICE "Atoll: ${text}")
-  message(FATAL_ERROR "configure stopped: see the 'Atoll:' line above")
-endmacro()
-
 set(ATOLL_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
     "Python interpreter whose torch package supplies LibTorch")
 # Oldest and newest LibTorch Atoll builds against (the pin in scripts/requirements.txt is inside).

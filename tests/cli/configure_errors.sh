@@ -29,12 +29,13 @@ exit 1
 EOF
 chmod +x "$work/no_torch"
 
-# expect_configure_error NAME PYTHON REGEX: configure fails (CMake's exit 1), REGEX on exactly one
-# "Atoll:" line.
+# expect_configure_error NAME PYTHON REGEX [CMAKE_ARG...]: configure fails (CMake's exit 1), REGEX on
+# exactly one "Atoll:" line.
 expect_configure_error() {
   local name=$1 python=$2 regex=$3
+  shift 3
   timeout 120 cmake -S "$source_dir" -B "$work/build-$name" -G Ninja -DATOLL_BUILD_TESTS=OFF \
-    -DATOLL_BUILD_BENCH=OFF -DATOLL_TORCH_PYTHON="$python" >"$work/$name.log" 2>&1
+    -DATOLL_BUILD_BENCH=OFF -DATOLL_TORCH_PYTHON="$python" "$@" >"$work/$name.log" 2>&1
   local status=$? lines count
   lines=$(grep -c "Atoll: " "$work/$name.log")
   count=$(grep -cE "$regex" "$work/$name.log")
@@ -56,6 +57,8 @@ expect_configure_error torch_too_new "$work/torch_2_15" \
   "Atoll: .* has torch 2.15.0, outside the supported 2.11-2.14; run: bash scripts/install-deps.sh"
 expect_configure_error pre_cxx11_abi "$work/torch_old_abi" \
   "Atoll: torch 2.14.1 at .* is built with the pre-C\+\+11 ABI .*bash scripts/install-deps.sh"
+expect_configure_error cuda_option "$real_python" \
+  "Atoll: ATOLL_WITH_CUDA=maybe is not one of AUTO, ON, OFF; pass -DATOLL_WITH_CUDA=AUTO" -DATOLL_WITH_CUDA=maybe
 
 # The real venv: configure succeeds and names the LibTorch it found.
 timeout 300 cmake -S "$source_dir" -B "$work/build-good" -G Ninja -DATOLL_BUILD_TESTS=OFF -DATOLL_BUILD_BENCH=OFF \
