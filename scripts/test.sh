@@ -9,10 +9,18 @@ ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON ${ATOLL_CMAKE_ARGS:-}" bash scripts/build
 export OMP_NUM_THREADS=1
 cd build
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
-# The GPU suite (label gpu) apart: where this machine lacks a GPU per rank each of its tests exits 77,
-# which CTest lists as Skipped but folds into "100% tests passed"; the tally below says what ran.
+# The GPU suite (label gpu) runs where this node has a GPU; each of its tests also checks that there
+# are enough GPUs for its ranks and otherwise exits 77 (CTest: Skipped, never passed). On a node
+# without a GPU the suite is not started at all, and this says so.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+registered=$(ctest -N -L gpu | sed -n 's/^Total Tests: //p')
+if ((gpus == 0)); then
+  echo "test.sh: GPU suite not run: no GPU on this node (nvidia-smi lists none); its ${registered:-0}" \
+    "tests run with \`ctest -L gpu\` in build/ on a GPU node"
+  exit 0
+fi
 ctest --output-on-failure --timeout 900 -L gpu "$@" | tee gpu-tests.log
 skipped=$(grep -c '(Skipped)$' gpu-tests.log || true)
 total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' gpu-tests.log)
-echo "test.sh: GPU suite: $((${total:-0} - skipped)) of ${total:-0} tests ran, $skipped skipped (not passed;" \
-  "\`ctest -L gpu -V\` in build/ says why, e.g. 'skipped: no GPU')"
+echo "test.sh: GPU suite: $((${total:-0} - skipped)) of ${total:-0} tests ran on $gpus GPU(s)," \
+  "$skipped skipped (not passed; \`ctest -L gpu -V\` in build/ says why)"
