@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "checkpoint/crc32c.h"
+#include "checkpoint/remove_tree.h"
 #include "checkpoint/safetensors.h"
 #include "comm/mpi_check.h"
 
@@ -128,7 +129,8 @@ void CheckpointStore::remove_partials() const {
   if (comm_.rank() == 0 && fs::is_directory(dir_)) {
     for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
       const std::string name = e.path().filename().string();
-      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0) fs::remove_all(e.path());
+      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0)
+        remove_tree(e.path().string());
     }
     fs::remove(fs::path(dir_) / "LATEST.tmp");
   }
@@ -176,7 +178,7 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
   std::string error;
   if (comm_.rank() == 0) {
     try {
-      fs::remove_all(partial);
+      remove_tree(partial.string());
       fs::create_directories(partial);
     } catch (const std::exception& e) {
       error = std::string("checkpoint: cannot create ") + partial.string() + ": " + e.what();
@@ -230,7 +232,7 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
       die_if_fault("manifest", info.step);
       write_file_synced((partial / kManifest).string(), manifest.SerializeAsString());
       fsync_path(partial.string(), true);
-      if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step
+      remove_tree(final_dir.string());  // a re-save of the same step
       fs::rename(partial, final_dir);
       fsync_path(dir_, true);
       die_if_fault("latest", info.step);
@@ -278,7 +280,7 @@ void CheckpointStore::prune() const {
   for (size_t i = static_cast<size_t>(keep_); i < dirs.size(); ++i) {
     const int64_t step = std::stoll(fs::path(dirs[i]).filename().string().substr(5));  // step-N
     if (keep_every_ > 0 && step % keep_every_ == 0) continue;
-    fs::remove_all(dirs[i]);
+    remove_tree(dirs[i]);
   }
 }
 

@@ -13,6 +13,12 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
+# The islands' TCP groups (comm/gloo_communicator.*) use c10d's ProcessGroupGloo, whose header needs
+# Gloo's headers; the code is LibTorch's own (libtorch_cpu exports it), so Debian's libgloo is not linked.
+find_path(ATOLL_GLOO_INCLUDE_DIR gloo/algorithm.h)
+if(NOT ATOLL_GLOO_INCLUDE_DIR)
+  atoll_configure_error("Gloo's headers (gloo/algorithm.h) were not found; run: bash scripts/install-deps.sh (Debian package libgloo-dev)")
+endif()
 if(ATOLL_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

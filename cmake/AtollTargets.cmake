@@ -9,11 +9,25 @@ target_link_libraries(atoll_common INTERFACE ${TORCH_LIBRARIES} MPI::MPI_CXX Thr
 # Torch's imported include dirs are not all marked SYSTEM; mark them so -Werror covers only our code.
 target_include_directories(atoll_common SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_options(atoll_common INTERFACE -Wall -Wextra -Werror -Wno-unused-parameter)
-# GCC 12 at -O3 under C++20 flags inlined std::string appends as memcpy overflows and out-of-bounds (GCC bugs 105329,
-# 105651; fixed in 13): false positives in the standard library, so those three checks stay off there.
-if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-  target_compile_options(atoll_common INTERFACE -Wno-stringop-overflow -Wno-restrict -Wno-array-bounds)
+# GCC at -O3 under C++20 flags reports overflows and out-of-bounds accesses inside inlined standard
+# library code: std::string appends (GCC 12; bugs 105329, 105651) and std::vector<bool>::reserve as
+# inlined from torch's autograd Function::apply (still in GCC 13.3, Ubuntu 24.04). False positives in
+# library code, so those checks stay off under GCC.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(atoll_common INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
+  if(CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+    target_compile_options(atoll_common INTERFACE -Wno-restrict)
+  endif()
 endif()
+
+# The torch wheels' libraries export standard-library symbols as compiled by their own toolchain
+# (libtorch_cpu 2.14: 142 of std::filesystem). Needed before libstdc++, they take the calls Atoll
+# compiled against its own libstdc++'s headers: on an H100 node with torch 2.11, checkpoint pruning's
+# std::filesystem::remove_all went to libtorch's copy and jumped to a null address, and preloading
+# the system libstdc++ cured it. So where libstdc++ is a shared library it comes first among the
+# libraries each binary needs (a toolchain that links it statically is unaffected by this line;
+# checkpoint/remove_tree.h avoids the call that failed there).
+target_link_options(atoll_common INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
 
 configure_file(${PROJECT_SOURCE_DIR}/cmake/build_config.h.in ${PROJECT_BINARY_DIR}/generated/atoll/build_config.h)
 

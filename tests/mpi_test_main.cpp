@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <filesystem>
+
 #include "comm/mpi_runtime.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
@@ -43,5 +45,8 @@ int main(int argc, char** argv) {
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  // Every rank is past its last read of any rank's files (rank 0's run directories are shared).
+  std::error_code ignored;
+  std::filesystem::remove_all(atl::test::process_scratch_dir(), ignored);
   return any_failed;
 }

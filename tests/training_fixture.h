@@ -35,11 +35,14 @@ inline std::vector<uint32_t> synthetic_tokens(int64_t count, uint64_t seed) {
   return tokens;
 }
 
-// A directory of its own for this process, holding train.bin and val.bin.
+// This process's scratch directory, removed by mpi_test_main when every rank has finished.
+inline std::filesystem::path process_scratch_dir() {
+  return std::filesystem::temp_directory_path() / ("atoll-test-" + std::to_string(getpid()));
+}
+
+// A directory of its own for this process and tag, holding train.bin and val.bin.
 inline std::string write_synthetic_dataset(const std::string& tag) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("atoll-test-" + tag + "-" + std::to_string(getpid())))
-          .string();
+  const std::string dir = (process_scratch_dir() / tag).string();
   std::filesystem::create_directories(dir);
   runtime::write_token_shard(dir + "/train.bin", synthetic_tokens(60000, 1));
   runtime::write_token_shard(dir + "/val.bin", synthetic_tokens(8000, 2));
