@@ -50,6 +50,16 @@ std::vector<double> all_gather_value(Communicator& group, double value) {
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
+std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, int size) {
+  if (op != ReduceOp::kAvg || size == 1) return {};
+  return [tensor, size] {
+    if (at::isFloatingType(tensor.scalar_type()))
+      tensor.div_(size);
+    else
+      tensor.div_(size, "trunc");
+  };
+}
+
 void check_contiguous(const at::Tensor& tensor, const char* op) {
   if (!tensor.defined()) throw std::invalid_argument(std::string(op) + ": tensor is undefined");
   if (!tensor.is_contiguous())

@@ -159,6 +159,10 @@ class Communicator {
 // Throws std::invalid_argument naming the operation if `tensor` cannot be handed to a backend.
 void check_contiguous(const at::Tensor& tensor, const char* op);
 
+// For backends that sum and then divide: the division turning a sum of `size` members into kAvg's
+// average (integer tensors truncate), or nothing for another op or a group of one.
+std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, int size);
+
 // One number from every member of `group`, in rank order (a few bytes).
 std::vector<double> all_gather_value(Communicator& group, double value);
 // Throws std::invalid_argument naming the operation unless `shard` (contiguous, like `full`) has

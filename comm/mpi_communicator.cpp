@@ -107,17 +107,6 @@ int checked_count(int64_t numel, const char* op) {
   return static_cast<int>(numel);
 }
 
-// Average = sum, then divide by the group size; integer tensors truncate.
-std::function<void()> average_finisher(const at::Tensor& tensor, ReduceOp op, int size) {
-  if (op != ReduceOp::kAvg || size == 1) return {};
-  return [tensor, size] {
-    if (at::isFloatingType(tensor.scalar_type()))
-      tensor.div_(size);
-    else
-      tensor.div_(size, "trunc");
-  };
-}
-
 // "0,2,4": the world ranks of the members of `comm`, in group order.
 std::string world_ranks_of(MPI_Comm comm, int size) {
   MPI_Group group, world;

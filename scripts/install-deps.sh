@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Atoll needs to build, test and run its examples:
-#   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest;
+#   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest,
+#     Gloo's headers (the islands' TCP groups use LibTorch's own Gloo; only the headers come from Debian);
 #   - .venv/ (git-ignored) with the PyTorch wheel pinned in scripts/requirements.txt, whose LibTorch
 #     the build links (cmake/AtollTorch.cmake finds it there).
 # Idempotent: what is present is kept, so a second run is a quick no-op.
@@ -13,6 +14,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libgloo-dev
 )
 python=${ATOLL_PYTHON:-python3}
 
