@@ -17,9 +17,11 @@ uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
 // c10d's operations in flight, waited for together; `finish` runs once after the last.
 class GlooWork final : public Work {
  public:
-  GlooWork(ByteCounters& counters, std::vector<c10::intrusive_ptr<c10d::Work>> pending,
-           std::function<void()> finish, std::function<void()> on_done)
-      : counters_(counters),
+  GlooWork(const std::string& group, ByteCounters& counters,
+           std::vector<c10::intrusive_ptr<c10d::Work>> pending, std::function<void()> finish,
+           std::function<void()> on_done)
+      : group_(group),
+        counters_(counters),
         pending_(std::move(pending)),
         finish_(std::move(finish)),
         on_done_(std::move(on_done)) {}
@@ -31,7 +33,12 @@ class GlooWork final : public Work {
     if (done_) return;
     const auto start = std::chrono::steady_clock::now();
     // c10d throws on a peer's failure or the group's timeout; the message names Gloo's reason.
-    for (const auto& work : pending_) work->wait();
+    try {
+      for (const auto& work : pending_) work->wait();
+    } catch (const std::exception& e) {  // c10::Error, or Gloo's own IoException rethrown
+      throw GroupFailure("Gloo group " + group_ +
+                         ": an operation failed (a member is gone or timed out): " + one_line_reason(e));
+    }
     counters_.add_wait(elapsed_ns(start));
     complete();
   }
@@ -50,6 +57,7 @@ class GlooWork final : public Work {
     if (on_done_) std::exchange(on_done_, {})();
   }
 
+  std::string group_;
   ByteCounters& counters_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
   std::function<void()> finish_;
@@ -64,15 +72,17 @@ void check_gloo_tensor(const at::Tensor& tensor, const char* op) {
                                 "; the islands' TCP group takes host tensors (copy to the CPU first)");
 }
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
 c10d::ReduceOp gloo_reduce_op(ReduceOp op) {
   return op == ReduceOp::kMax ? c10d::ReduceOp(c10d::ReduceOp::MAX) : c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
 
 }  // namespace
+
+std::string one_line_reason(const std::exception& error) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string text = c10_error ? c10_error->what_without_backtrace() : error.what();
+  return text.substr(0, text.find('\n'));
+}
 
 GlooCommunicator::GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::string name, const GlooGroupOptions& options)
@@ -85,11 +95,9 @@ GlooCommunicator::GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store,
   try {
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
   } catch (const c10::Error& e) {
-    // c10's what() carries a C++ backtrace; the reason alone makes the one line.
     throw std::runtime_error("Gloo group " + name_ + ": member " + std::to_string(rank) + " of " +
                              std::to_string(size) + " could not connect to its peers within " +
-                             std::to_string(options.timeout.count() / 1000) +
-                             " s: " + first_line(e.what_without_backtrace()));
+                             std::to_string(options.timeout.count() / 1000) + " s: " + one_line_reason(e));
   }
   label_ = name_ + "[gloo " + std::to_string(size) + "]";
 }
@@ -98,7 +106,7 @@ WorkPtr GlooCommunicator::make_work(OpKind op, uint64_t wire_bytes, uint64_t ten
                                     std::vector<c10::intrusive_ptr<c10d::Work>> pending,
                                     std::function<void()> finish) {
   counters().add(op, wire_bytes);
-  return std::make_shared<GlooWork>(counters(), std::move(pending), std::move(finish),
+  return std::make_shared<GlooWork>(name_, counters(), std::move(pending), std::move(finish),
                                     record_closer(record_start(op, tensor_bytes)));
 }
 
@@ -206,7 +214,7 @@ WorkPtr GlooCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
   // One flight record for the batch; the byte counters were charged per leg above.
   const uint64_t record =
       record_start(sent > 0 ? OpKind::kSend : OpKind::kRecv, sent, /*point_to_point=*/true);
-  return std::make_shared<GlooWork>(counters(), std::move(pending), std::function<void()>{},
+  return std::make_shared<GlooWork>(name_, counters(), std::move(pending), std::function<void()>{},
                                     record_closer(record));
 }
 

@@ -16,11 +16,22 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 
 #include "comm/communicator.h"
 
 namespace atl::comm {
+
+// An operation of a Gloo group failed: a member is gone (its connections closed) or timed out.
+// The group is unusable afterwards; the islands meet again and build a new one.
+class GroupFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The reason in a c10d or Gloo error, on one line (c10's what() carries a C++ backtrace).
+std::string one_line_reason(const std::exception& error);
 
 struct GlooGroupOptions {
   // The address this process's Gloo device binds to and advertises to its peers (an interface's

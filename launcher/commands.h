@@ -16,6 +16,7 @@ int data_command(const Args& args);
 int plan_command(const Args& args);
 int ckpt_command(const Args& args);
 int report_command(const Args& args);
+int rendezvous_command(const Args& args);
 
 // CONFIG [--set k=v]... parsed; everything else is left in `rest`.
 struct ConfigArgs {

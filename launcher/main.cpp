@@ -24,6 +24,8 @@ commands:
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
   ckpt export DIR --out FILE.safetensors            consolidated Hugging Face weights + config.json
   report RUN_DIR [--out FILE.svg]                   a run's summary and its loss curve as an SVG
+  rendezvous [--port P]                             serve the meeting point of islands run as separate
+                                                    jobs (outer.rendezvous: HOST:P), until SIGINT/SIGTERM
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
     if (command == "plan") return atl::launcher::plan_command(rest);
     if (command == "ckpt") return atl::launcher::ckpt_command(rest);
     if (command == "report") return atl::launcher::report_command(rest);
+    if (command == "rendezvous") return atl::launcher::rendezvous_command(rest);
   } catch (const atl::runtime::ConfigError& e) {
     std::cerr << "atoll: " << e.what() << "\n";
     return atl::runtime::kExitBadInput;

@@ -276,6 +276,8 @@ expect_cli_error report_no_metrics 1 "report: $work/not-a-run has no metrics.jso
 expect_cli_error prepare_no_out 2 "missing --out DIR; usage: atoll data prepare" data prepare "$work/text.txt"
 expect_cli_error prepare_missing_input 1 "data prepare: input $work/none.txt does not exist; check the path" \
   data prepare --out "$work/data2" "$work/none.txt"
+expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
+  rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate
 
 # atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.

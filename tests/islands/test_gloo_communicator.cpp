@@ -4,14 +4,8 @@
 // exchange (IslandExchange::mean); the parent checks that every member's mean is bit-identical and
 // the exact mean, and that a member that never joins fails the others within the timeout, never
 // hangs them.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <ATen/ATen.h>
 
@@ -19,16 +13,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/gloo_communicator.h"
+#include "comm/island_rendezvous.h"
 #include "optim/outer/island_exchange.h"
+#include "tests/islands/member_processes.h"
 #include "tests/temp_dir_test.h"
-
-extern char** environ;
 
 namespace atl::comm {
 namespace {
@@ -138,90 +130,31 @@ int run_member(int rank, int port, const std::string& out, bool join) {
   return failures == 0 && file ? 0 : kMemberFailed;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// The parent's side: this binary again, once per member, with the member's settings in its
-// environment.
+// The parent's side: this binary again, once per member.
 pid_t start_member(int rank, int port, const std::string& out, bool join, int timeout_s) {
-  std::vector<std::string> settings = {"ATOLL_GLOO_MEMBER=" + std::to_string(rank),
-                                       "ATOLL_GLOO_PORT=" + std::to_string(port), "ATOLL_GLOO_OUT=" + out,
-                                       "ATOLL_GLOO_JOIN=" + std::string(join ? "1" : "0"),
-                                       "ATOLL_GLOO_TIMEOUT_S=" + std::to_string(timeout_s)};
-  std::vector<char*> envp;
-  for (std::string& s : settings) envp.push_back(s.data());
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  envp.push_back(nullptr);
-  std::string self = "/proc/self/exe";
-  std::vector<char*> argv = {self.data(), nullptr};
-  // The member's error output goes to <out>.err, where the test reads its one-line reason.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (out + ".err").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
-// Exit statuses of `pids`, killing any still running after `limit` (then status -1).
-std::vector<int> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::vector<int> statuses(pids.size(), -2);
-  size_t left = pids.size();
-  while (left > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (statuses[i] != -2) continue;
-      int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        statuses[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        --left;
-      }
-    }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (statuses[i] == -2) {
-          kill(pids[i], SIGKILL);
-          waitpid(pids[i], nullptr, 0);
-          statuses[i] = -1;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return statuses;
-}
-
-c10::intrusive_ptr<c10d::TCPStore> serve_store() {
-  c10d::TCPStoreOptions options;
-  options.port = 0;  // any free port; members learn it from their environment
-  options.isServer = true;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(10);
-  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  return test::start_member(
+      {"ATOLL_GLOO_MEMBER=" + std::to_string(rank), "ATOLL_GLOO_PORT=" + std::to_string(port),
+       "ATOLL_GLOO_OUT=" + out, "ATOLL_GLOO_JOIN=" + std::string(join ? "1" : "0"),
+       "ATOLL_GLOO_TIMEOUT_S=" + std::to_string(timeout_s)},
+      out + ".err");
 }
 
 class GlooGroup : public test::TempDirTest {};
 
 TEST_F(GlooGroup, SeparateProcessesAgreeOnEveryOperationAndOnTheIslandsMean) {
-  auto store = serve_store();
+  RendezvousServer store(0);
   std::vector<pid_t> members;
   for (int r = 0; r < kMembers; ++r)
-    members.push_back(start_member(r, store->getPort(), path("mean-" + std::to_string(r)), true, 30));
-  const std::vector<int> statuses = wait_all(members, std::chrono::seconds(60));
+    members.push_back(start_member(r, store.port(), path("mean-" + std::to_string(r)), true, 30));
+  const std::vector<int> statuses = test::wait_all(members, std::chrono::seconds(60));
   for (int r = 0; r < kMembers; ++r)
     ASSERT_EQ(statuses[static_cast<size_t>(r)], 0)
-        << "member " << r << ": " << read_file(path("mean-" + std::to_string(r) + ".err"));
+        << "member " << r << ": " << test::read_file(path("mean-" + std::to_string(r) + ".err"));
 
-  const std::string first = read_file(path("mean-0"));
+  const std::string first = test::read_file(path("mean-0"));
   ASSERT_EQ(first.size(), 2 * kValues * sizeof(float));
   for (int r = 1; r < kMembers; ++r)
-    EXPECT_EQ(read_file(path("mean-" + std::to_string(r))), first)
+    EXPECT_EQ(test::read_file(path("mean-" + std::to_string(r))), first)
         << "member " << r << " ends with other bits";
   at::Tensor exact = at::zeros({kValues}, at::kDouble);
   for (int r = 0; r < kMembers; ++r) exact.add_(contribution(r).to(at::kDouble));
@@ -238,29 +171,24 @@ TEST_F(GlooGroup, SeparateProcessesAgreeOnEveryOperationAndOnTheIslandsMean) {
 }
 
 TEST_F(GlooGroup, AMemberThatNeverJoinsFailsTheOthersWithinTheTimeout) {
-  auto store = serve_store();
+  RendezvousServer store(0);
   std::vector<pid_t> members;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < kMembers; ++r)
-    members.push_back(start_member(r, store->getPort(), path("mean-" + std::to_string(r)), r != 2, 3));
-  const std::vector<int> statuses = wait_all(members, std::chrono::seconds(60));
+    members.push_back(start_member(r, store.port(), path("mean-" + std::to_string(r)), r != 2, 3));
+  const std::vector<int> statuses = test::wait_all(members, std::chrono::seconds(60));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(statuses[0], kGroupTimedOut);
   EXPECT_EQ(statuses[1], kGroupTimedOut);
   EXPECT_EQ(statuses[2], 0);
-  for (int r = 0; r < 2; ++r) {
-    // Ours is the member's last line; c10d's own socket warnings may precede it.
-    std::string error = read_file(path("mean-" + std::to_string(r) + ".err"));
-    ASSERT_FALSE(error.empty()) << "member " << r << " gave no reason";
-    error.pop_back();
-    const std::string last = error.substr(error.rfind('\n') + 1);
-    EXPECT_EQ(last.rfind("Gloo group islands: member " + std::to_string(r) +
+  EXPECT_LT(seconds, 30.0) << "the members waited far beyond their 3 s timeout";
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(test::last_line(test::read_file(path("mean-" + std::to_string(r) + ".err")))
+                  .rfind("Gloo group islands: member " + std::to_string(r) +
                              " of 3 could not connect to its peers within 3 s: wait timeout",
                          0),
               0u)
-        << last;
-  }
-  EXPECT_LT(seconds, 30.0) << "the members waited far beyond their 3 s timeout";
+        << test::read_file(path("mean-" + std::to_string(r) + ".err"));
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+// Where islands in separate jobs meet, and who is in each outer round (issue 19).
+//
+// The meeting point is a c10d TCPStore (`atoll rendezvous` serves one; RendezvousServer). Each
+// outer round is a quorum, agreed through the store alone: an island arriving at round r (attempt a)
+// appends its id to the round's arrivals; the round closes when every expected island has arrived,
+// or when at least the minimum has been there for `grace` -- whichever island sees that first
+// writes the member list with compare-and-set, so all read the same list. An island that arrives
+// after the close is not a member: it sits the round out and joins a later one. A round whose
+// exchange fails (a member died) is met again as the next attempt, among those still there. Each
+// member then builds the Gloo group of its island-local position under the round's own prefix.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/gloo_communicator.h"
+
+namespace atl::comm {
+
+struct RendezvousAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "HOST:PORT" (HOST a name or an IPv4 address). Throws std::invalid_argument with the fix.
+RendezvousAddress parse_rendezvous(const std::string& text);
+
+// The meeting point, served while the object lives (a TCPStore server on every interface).
+class RendezvousServer {
+ public:
+  // Port 0 picks a free port (port() tells which).
+  explicit RendezvousServer(uint16_t port);
+  uint16_t port() const { return store_->getPort(); }
+
+ private:
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
+struct RoundMembership {
+  int64_t round = 0;
+  int attempt = 0;
+  std::vector<int> islands;  // the members' ids, ascending: their ranks in the round's groups
+  int index = -1;            // this island's rank among them; -1: it arrived after the close
+
+  bool member() const { return index >= 0; }
+};
+
+struct IslandRendezvousOptions {
+  int island = 0;       // this island's id (unique among the islands)
+  int min_islands = 1;  // a round never closes with fewer
+  int max_islands = 1;  // a round closes as soon as this many are there
+  // How long a round waits for more islands once the minimum is there.
+  std::chrono::milliseconds grace{std::chrono::seconds(10)};
+  // Longest anything waits: for the minimum to arrive, for a peer in the round's groups.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  GlooGroupOptions gloo;  // the address this island's groups bind to
+};
+
+class IslandRendezvous {
+ public:
+  // Connects to the meeting point; throws std::runtime_error naming it when it cannot be reached
+  // within `options.timeout`.
+  IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options);
+
+  // Arrives at round `round` (attempt `attempt`) and returns its agreed membership. Throws
+  // std::runtime_error when fewer than min_islands arrive within the timeout.
+  RoundMembership join(int64_t round, int attempt = 0);
+  // The Gloo group of the round's members at island-local position `position` (every rank of a
+  // member island builds its own). Blocks until every member's rank at that position has joined.
+  std::unique_ptr<GlooCommunicator> group(const RoundMembership& membership, int position,
+                                          const std::string& name);
+
+  const IslandRendezvousOptions& options() const { return options_; }
+
+ private:
+  IslandRendezvousOptions options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+}  // namespace atl::comm

@@ -1,0 +1,209 @@
+// Outer-round membership between islands in separate processes, met through `RendezvousServer`:
+// a late island sits a round out and is in the next; an island killed mid-round (SIGKILL) fails its
+// round's group, and the survivors meet again and finish the round among themselves. Members are
+// this binary started again (member_processes.h); each writes what it saw to its file.
+#include "comm/island_rendezvous.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "tests/islands/member_processes.h"
+#include "tests/temp_dir_test.h"
+
+namespace atl::comm {
+namespace {
+
+constexpr int kIslands = 3;
+
+int env_int(const char* name) {
+  return std::atoi(std::getenv(name));
+}
+
+std::string describe(const RoundMembership& m) {
+  std::string ids;
+  for (int id : m.islands) ids += std::to_string(id) + ",";
+  return "round " + std::to_string(m.round) + " attempt " + std::to_string(m.attempt) + " members " + ids +
+         " index " + std::to_string(m.index);
+}
+
+IslandRendezvous connect(int island) {
+  IslandRendezvousOptions options;
+  options.island = island;
+  options.min_islands = 2;
+  options.max_islands = kIslands;
+  options.grace = std::chrono::seconds(1);
+  options.timeout = std::chrono::seconds(20);
+  return IslandRendezvous({"127.0.0.1", static_cast<uint16_t>(env_int("ATOLL_RDV_PORT"))}, options);
+}
+
+// The sum over the round's members of (island + 1), through their group at position 0.
+int64_t sum_of_members(IslandRendezvous& rendezvous, const RoundMembership& m, int island) {
+  auto group = rendezvous.group(m, 0, "islands");
+  const at::Tensor value = at::full({16}, island + 1, at::kLong);
+  group->all_reduce(value, ReduceOp::kSum)->wait();
+  return value[0].item<int64_t>();
+}
+
+// Island 2 arrives 2.5 s late for round 0 (closed after 1 s of grace with islands 0 and 1); the
+// others spend 3 s on "inner steps" before round 1, where all three meet.
+int late_island(int island, std::ofstream& out) {
+  IslandRendezvous rendezvous = connect(island);
+  if (island == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const RoundMembership first = rendezvous.join(0);
+  out << describe(first) << "\n";
+  if (first.member()) std::this_thread::sleep_for(std::chrono::seconds(3));
+  const RoundMembership second = rendezvous.join(1);
+  out << describe(second) << " sum " << sum_of_members(rendezvous, second, island) << "\n";
+  return 0;
+}
+
+// All three meet for round 0 and reduce once.
+int meeting_islands(int island, std::ofstream& out) {
+  IslandRendezvous rendezvous = connect(island);
+  const RoundMembership round = rendezvous.join(0);
+  out << describe(round) << " sum " << sum_of_members(rendezvous, round, island) << "\n";
+  return 0;
+}
+
+// All three meet and reduce once; island 2 is then killed before the second reduction; the others'
+// reduction fails, they meet again (attempt 1) and reduce among themselves.
+int killed_island(int island, std::ofstream& out) {
+  IslandRendezvous rendezvous = connect(island);
+  const RoundMembership round = rendezvous.join(0);
+  auto group = rendezvous.group(round, 0, "islands");
+  at::Tensor value = at::full({16}, island + 1, at::kLong);
+  group->all_reduce(value, ReduceOp::kSum)->wait();
+  out << describe(round) << " sum " << value[0].item<int64_t>() << "\n" << std::flush;
+  if (island == 2) std::raise(SIGKILL);
+  try {
+    value.fill_(island + 1);
+    group->all_reduce(value, ReduceOp::kSum)->wait();
+    out << "second reduction did not fail\n";
+    return 1;
+  } catch (const GroupFailure& e) {
+    std::cerr << e.what() << "\n";
+  }
+  const RoundMembership again = rendezvous.join(0, 1);
+  out << describe(again) << " sum " << sum_of_members(rendezvous, again, island) << "\n";
+  return 0;
+}
+
+class IslandRounds : public test::TempDirTest {
+ protected:
+  // Starts the three islands of `scenario` and returns their exit statuses.
+  std::vector<int> run(const std::string& scenario) { return run(scenario, server_.port()); }
+  std::vector<int> run(const std::string& scenario, uint16_t port) {
+    std::vector<pid_t> islands;
+    for (int i = 0; i < kIslands; ++i)
+      islands.push_back(
+          test::start_member({"ATOLL_RDV_SCENARIO=" + scenario, "ATOLL_RDV_ISLAND=" + std::to_string(i),
+                              "ATOLL_RDV_PORT=" + std::to_string(port), "ATOLL_RDV_OUT=" + out(i)},
+                             out(i) + ".err"));
+    return test::wait_all(islands, std::chrono::seconds(90));
+  }
+  std::string out(int island) const { return path("island-" + std::to_string(island)); }
+  std::string seen(int island) const { return test::read_file(out(island)); }
+
+  RendezvousServer server_{0};
+};
+
+TEST_F(IslandRounds, ALateIslandSitsTheRoundOutAndIsInTheNext) {
+  const std::vector<int> statuses = run("late");
+  for (int i = 0; i < kIslands; ++i)
+    ASSERT_EQ(statuses[i], 0) << "island " << i << ": " << test::read_file(out(i) + ".err");
+  EXPECT_EQ(seen(0),
+            "round 0 attempt 0 members 0,1, index 0\nround 1 attempt 0 members 0,1,2, index 0 sum 6\n");
+  EXPECT_EQ(seen(1),
+            "round 0 attempt 0 members 0,1, index 1\nround 1 attempt 0 members 0,1,2, index 1 sum 6\n");
+  EXPECT_EQ(seen(2),
+            "round 0 attempt 0 members 0,1, index -1\nround 1 attempt 0 members 0,1,2, index 2 sum 6\n");
+}
+
+TEST_F(IslandRounds, SurvivorsOfAKilledIslandMeetAgainAndFinishTheRound) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int> statuses = run("killed");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(statuses[2], -1) << "island 2 was to die by SIGKILL";
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(statuses[i], 0) << "island " << i << ": " << test::read_file(out(i) + ".err");
+    EXPECT_EQ(seen(i), "round 0 attempt 0 members 0,1,2, index " + std::to_string(i) +
+                           " sum 6\nround 0 attempt 1 members 0,1, index " + std::to_string(i) + " sum 3\n");
+    EXPECT_EQ(
+        test::last_line(test::read_file(out(i) + ".err")).rfind("Gloo group islands: an operation failed", 0),
+        0u)
+        << test::read_file(out(i) + ".err");
+  }
+  EXPECT_EQ(seen(2), "round 0 attempt 0 members 0,1,2, index 2 sum 6\n");
+  // The failure is seen when the connections close, and attempt 1 closes after its 1 s of grace.
+  EXPECT_LT(seconds, 15.0);
+}
+
+TEST_F(IslandRounds, TheAtollRendezvousCommandServesTheIslandsUntilSigterm) {
+  const char* atoll = std::getenv("ATOLL_BIN");
+  ASSERT_NE(atoll, nullptr) << "ATOLL_BIN names the atoll binary (tests/CMakeLists.txt sets it)";
+  uint16_t port = 0;
+  {
+    RendezvousServer probe(0);  // a port free a moment ago
+    port = probe.port();
+  }
+  const pid_t server = test::start_process({atoll, "rendezvous", "--port", std::to_string(port)}, {},
+                                           path("rendezvous.out"), path("rendezvous.err"));
+  const std::string serving = "atoll rendezvous: serving islands on port " + std::to_string(port);
+  for (int i = 0; i < 500 && test::read_file(path("rendezvous.out")).rfind(serving, 0) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(test::read_file(path("rendezvous.out")).rfind(serving, 0), 0u)
+      << test::read_file(path("rendezvous.err"));
+  const std::vector<int> statuses = run("meet", port);
+  for (int i = 0; i < kIslands; ++i) {
+    EXPECT_EQ(statuses[i], 0) << "island " << i << ": " << test::read_file(out(i) + ".err");
+    EXPECT_EQ(seen(i), "round 0 attempt 0 members 0,1,2, index " + std::to_string(i) + " sum 6\n");
+  }
+  kill(server, SIGTERM);
+  EXPECT_EQ(test::wait_all({server}, std::chrono::seconds(10))[0], 0);
+  EXPECT_EQ(test::last_line(test::read_file(path("rendezvous.out"))), "atoll rendezvous: stopped by SIGTERM");
+}
+
+TEST(RendezvousAddress, ParsesHostAndPortAndNamesTheFix) {
+  const RendezvousAddress a = parse_rendezvous("10.0.0.5:29400");
+  EXPECT_EQ(a.host, "10.0.0.5");
+  EXPECT_EQ(a.port, 29400);
+  for (const std::string bad : {"10.0.0.5", ":29400", "host:", "host:0", "host:70000", "host:29a"}) {
+    try {
+      parse_rendezvous(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("outer.rendezvous = '" + bad + "'"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("HOST:PORT"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atl::comm
+
+int main(int argc, char** argv) {
+  if (const char* scenario = std::getenv("ATOLL_RDV_SCENARIO")) {
+    const int island = std::atoi(std::getenv("ATOLL_RDV_ISLAND"));
+    std::ofstream out(std::getenv("ATOLL_RDV_OUT"));
+    try {
+      const std::string name = scenario;
+      if (name == "late") return atl::comm::late_island(island, out);
+      if (name == "killed") return atl::comm::killed_island(island, out);
+      return atl::comm::meeting_islands(island, out);
+    } catch (const std::exception& e) {
+      std::cerr << "island " << island << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
