@@ -57,6 +57,18 @@ DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int
   embedding_ = split_group(world, shape, GroupKind::kEmbedding, cuda_device);
 }
 
+DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device,
+                       std::unique_ptr<Communicator> islands, int island)
+    : DeviceMesh(world, MeshShape{1, shape.pp, shape.dp, shape.tp}, cuda_device) {
+  if (island < 0 || island >= shape.islands || islands->size() > shape.islands)
+    throw std::invalid_argument("parallel: island " + std::to_string(island) + " of a group of " +
+                                std::to_string(islands->size()) +
+                                " is outside parallel.islands = " + std::to_string(shape.islands));
+  shape_ = shape;
+  coord_.island = island;
+  island_ = std::make_unique<TwoPlaneCommunicator>(std::move(islands), nullptr);
+}
+
 DeviceMesh::~DeviceMesh() = default;
 
 Communicator& DeviceMesh::group(GroupKind kind) const {
@@ -107,8 +119,13 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {
   if (world.rank() != 0) return {};
   std::string table = "rank  host                  island  pp  dp  tp\n";
   char line[160];
+  // `world` holds every island, or (islands as separate jobs) only this one: then its ranks are laid
+  // out as one island and carry this island's index.
+  const bool one_island = world.size() < shape_.world_size();
+  const MeshShape laid_out = one_island ? MeshShape{1, shape_.pp, shape_.dp, shape_.tp} : shape_;
   for (int r = 0; r < world.size(); ++r) {
-    const MeshCoord c = coord_of(shape_, r);
+    MeshCoord c = coord_of(laid_out, r);
+    if (one_island) c.island = coord_.island;
     std::snprintf(line, sizeof line, "%4d  %-20.20s  %6d  %2d  %2d  %2d\n", r,
                   &hosts[static_cast<size_t>(r) * kHostLen], c.island, c.pp, c.dp, c.tp);
     table += line;

@@ -24,6 +24,11 @@ class DeviceMesh {
   // group's MPI communicator, for CUDA tensors (two_plane_communicator.h). Throws
   // std::invalid_argument when the shape does not cover exactly the launched ranks.
   DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device = -1);
+  // Islands as separate jobs: `world` is this island alone (pp*dp*tp ranks); `islands` is this rank's
+  // group with the same place in every island of `shape.islands` (over TCP, CPU tensors), and
+  // `island` this island's index. Collective over `world`.
+  DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device,
+             std::unique_ptr<Communicator> islands, int island);
   ~DeviceMesh();
   DeviceMesh(const DeviceMesh&) = delete;
   DeviceMesh& operator=(const DeviceMesh&) = delete;

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <unistd.h>
+
 namespace atl::comm {
 namespace {
 
@@ -20,21 +22,33 @@ std::string text_of(const std::vector<uint8_t>& bytes) {
   return {bytes.begin(), bytes.end()};
 }
 
-// "2,0,1," -> {0, 1, 2}: ids in a comma-terminated list, sorted, duplicates dropped.
-std::vector<int> parse_ids(const std::string& text) {
-  std::vector<int> ids;
+// An island's arrival: its id and the token of the process (or job) that arrived as it, so that a
+// list written by an earlier run of the same island (an earlier attempt) is not taken for its own.
+struct Arrival {
+  int island;
+  std::string token;
+};
+
+// "2:b,0:a,1:c,2:d," -> (0,a) (1,c) (2,b): sorted by island, the first arrival of each kept.
+std::vector<Arrival> parse_arrivals(const std::string& text) {
+  std::vector<Arrival> arrivals;
   std::stringstream in(text);
-  std::string id;
-  while (std::getline(in, id, ','))
-    if (!id.empty()) ids.push_back(std::stoi(id));
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  std::string entry;
+  while (std::getline(in, entry, ',')) {
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos) continue;
+    const int island = std::stoi(entry.substr(0, colon));
+    if (std::none_of(arrivals.begin(), arrivals.end(), [&](const Arrival& a) { return a.island == island; }))
+      arrivals.push_back({island, entry.substr(colon + 1)});
+  }
+  std::sort(arrivals.begin(), arrivals.end(),
+            [](const Arrival& a, const Arrival& b) { return a.island < b.island; });
+  return arrivals;
 }
 
-std::string join_ids(const std::vector<int>& ids) {
+std::string join_arrivals(const std::vector<Arrival>& arrivals) {
   std::string out;
-  for (int id : ids) out += std::to_string(id) + ",";
+  for (const Arrival& a : arrivals) out += std::to_string(a.island) + ":" + a.token + ",";
   return out;
 }
 
@@ -44,17 +58,11 @@ std::string round_key(int64_t round, int attempt) {
 
 }  // namespace
 
-RendezvousAddress parse_rendezvous(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  const std::string fix = "; give outer.rendezvous as HOST:PORT, e.g. 10.0.0.5:29400";
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw std::invalid_argument("outer.rendezvous = '" + text + "' is not HOST:PORT" + fix);
-  const std::string port = text.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) < 1 ||
-      std::stoi(port) > 65535)
-    throw std::invalid_argument("outer.rendezvous = '" + text + "': port '" + port + "' is not 1-65535" +
-                                fix);
-  return {text.substr(0, colon), static_cast<uint16_t>(std::stoi(port))};
+std::string process_token() {
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
 }
 
 RendezvousServer::RendezvousServer(uint16_t port) {
@@ -65,13 +73,14 @@ RendezvousServer::RendezvousServer(uint16_t port) {
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>("0.0.0.0", options);
   } catch (const c10::Error& e) {
-    throw std::runtime_error("rendezvous: cannot serve on port " + std::to_string(port) + ": " + one_line_reason(e) +
-                             "; pick a free port (--port)");
+    throw std::runtime_error("rendezvous: cannot serve on port " + std::to_string(port) + ": " +
+                             one_line_reason(e) + "; pick a free port (--port)");
   }
 }
 
 IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options)
     : options_(std::move(options)) {
+  if (options_.token.empty()) options_.token = process_token();
   if (options_.min_islands < 1 || options_.max_islands < options_.min_islands)
     throw std::invalid_argument("outer: islands between " + std::to_string(options_.min_islands) + " and " +
                                 std::to_string(options_.max_islands) +
@@ -93,17 +102,17 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
 
 RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   const std::string key = round_key(round, attempt);
-  store_->append(key + "arrivals", bytes_of(std::to_string(options_.island) + ","));
+  store_->append(key + "arrivals", bytes_of(std::to_string(options_.island) + ":" + options_.token + ","));
   const auto start = Clock::now();
   std::optional<Clock::time_point> quorum_since;  // when this island first saw the minimum there
   while (!store_->check({key + "members"})) {
-    const std::vector<int> arrived = parse_ids(text_of(store_->get(key + "arrivals")));
+    const std::vector<Arrival> arrived = parse_arrivals(text_of(store_->get(key + "arrivals")));
     const auto now = Clock::now();
     if (static_cast<int>(arrived.size()) >= options_.min_islands && !quorum_since) quorum_since = now;
     const bool everyone = static_cast<int>(arrived.size()) >= options_.max_islands;
     if (everyone || (quorum_since && now - *quorum_since >= options_.grace)) {
       // The first closer's list wins; a later compareSet finds the key set and changes nothing.
-      store_->compareSet(key + "members", {}, bytes_of(join_ids(arrived)));
+      store_->compareSet(key + "members", {}, bytes_of(join_arrivals(arrived)));
       break;
     }
     if (!quorum_since && now - start > options_.timeout)
@@ -117,9 +126,11 @@ RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   RoundMembership membership;
   membership.round = round;
   membership.attempt = attempt;
-  membership.islands = parse_ids(text_of(store_->get(key + "members")));
-  const auto me = std::find(membership.islands.begin(), membership.islands.end(), options_.island);
-  if (me != membership.islands.end()) membership.index = static_cast<int>(me - membership.islands.begin());
+  for (const Arrival& a : parse_arrivals(text_of(store_->get(key + "members")))) {
+    if (a.island == options_.island && a.token == options_.token)
+      membership.index = static_cast<int>(membership.islands.size());
+    membership.islands.push_back(a.island);
+  }
   return membership;
 }
 

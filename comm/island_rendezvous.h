@@ -20,16 +20,9 @@
 #include <vector>
 
 #include "comm/gloo_communicator.h"
+#include "comm/rendezvous_address.h"
 
 namespace atl::comm {
-
-struct RendezvousAddress {
-  std::string host;
-  uint16_t port = 0;
-};
-
-// "HOST:PORT" (HOST a name or an IPv4 address). Throws std::invalid_argument with the fix.
-RendezvousAddress parse_rendezvous(const std::string& text);
 
 // The meeting point, served while the object lives (a TCPStore server on every interface).
 class RendezvousServer {
@@ -42,11 +35,16 @@ class RendezvousServer {
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 
+// A token unique to this process (host name, process id, time): how an island job identifies its
+// arrivals (IslandRendezvousOptions::token). At most 100 characters.
+std::string process_token();
+
 struct RoundMembership {
   int64_t round = 0;
   int attempt = 0;
   std::vector<int> islands;  // the members' ids, ascending: their ranks in the round's groups
-  int index = -1;            // this island's rank among them; -1: it arrived after the close
+  int index = -1;            // this island's rank among them; -1: it arrived after the close (or
+                             // the list is an earlier run's)
 
   bool member() const { return index >= 0; }
 };
@@ -60,6 +58,10 @@ struct IslandRendezvousOptions {
   // Longest anything waits: for the minimum to arrive, for a peer in the round's groups.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GlooGroupOptions gloo;  // the address this island's groups bind to
+  // Who arrives as this island: every rank of one island job passes the same token (its rank 0's),
+  // and a restarted island a new one, so a member list from its earlier run is not its own. Empty:
+  // one of this process's own.
+  std::string token;
 };
 
 class IslandRendezvous {

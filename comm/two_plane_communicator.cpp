@@ -7,7 +7,7 @@
 
 namespace atl::comm {
 
-TwoPlaneCommunicator::TwoPlaneCommunicator(std::unique_ptr<MpiCommunicator> control,
+TwoPlaneCommunicator::TwoPlaneCommunicator(std::unique_ptr<Communicator> control,
                                            std::unique_ptr<Communicator> device)
     : control_(std::move(control)), device_(std::move(device)) {
   label_ = control_->label();

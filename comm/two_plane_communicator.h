@@ -1,7 +1,8 @@
-// A mesh group's two planes: MPI for control values and CPU tensors (always), NCCL for CUDA tensors
-// (on CUDA runs). Every operation goes to the plane of its tensors' device, so callers name a group
-// (dp, tp, ...) and never a backend; both planes count into the group's one set of byte counters and
-// record into the same flight recorder under the group's label.
+// A mesh group's two planes: MPI for control values and CPU tensors (always; for islands in
+// separate jobs, the island group's Gloo over TCP instead), NCCL for CUDA tensors (on CUDA runs). Every
+// operation goes to the plane of its tensors' device, so callers name a group (dp, tp, ...) and never a
+// backend; both planes count into the group's one set of byte counters and record into the same flight
+// recorder under the group's label.
 #pragma once
 
 #include <memory>
@@ -12,13 +13,12 @@
 
 namespace atl::comm {
 
-class MpiCommunicator;
 class DeviceBackend;
 
 class TwoPlaneCommunicator final : public Communicator {
  public:
   // `device` may be null (a CPU run): then every operation goes to `control`.
-  TwoPlaneCommunicator(std::unique_ptr<MpiCommunicator> control, std::unique_ptr<Communicator> device);
+  TwoPlaneCommunicator(std::unique_ptr<Communicator> control, std::unique_ptr<Communicator> device);
   ~TwoPlaneCommunicator() override;
 
   int rank() const override;
@@ -35,14 +35,13 @@ class TwoPlaneCommunicator final : public Communicator {
   std::shared_ptr<void> progress_in_background() override;
   void record_in(FlightRecorder* recorder) override;
 
-  MpiCommunicator& control() const { return *control_; }
   // The NCCL plane as the watchdog sees it; null on a CPU run.
   DeviceBackend* device_backend() const;
 
  private:
   Communicator& plane_of(const at::Tensor& tensor) const;
 
-  std::unique_ptr<MpiCommunicator> control_;
+  std::unique_ptr<Communicator> control_;
   std::unique_ptr<Communicator> device_;
 };
 

@@ -106,7 +106,8 @@ int launch_command(const Args& args) {
   if (wants_help(args)) {
     std::cout
         << "usage: " << kLaunchUsage << "\n\n"
-        << "Starts islands*pp*dp*tp ranks (or --np N), each under `atoll supervise` (per-rank logs and exit\n"
+        << "Starts islands*pp*dp*tp ranks (pp*dp*tp with outer.rendezvous: one island per job; or --np N),\n"
+        << "each under `atoll supervise` (per-rank logs and exit\n"
         << "records in <run.dir>/logs/):\n"
         << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
         << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
@@ -122,7 +123,6 @@ int launch_command(const Args& args) {
   const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
   const LaunchOptions options = parse_options(parsed.rest);
   const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-  const runtime::ParallelConfig& p = config.parallel;
 
   LaunchRequest request;
   request.mode =
@@ -131,7 +131,7 @@ int launch_command(const Args& args) {
     throw std::invalid_argument(
         "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop "
         "--slurm");
-  request.ranks = options.np.value_or(p.islands * p.pp * p.dp * p.tp);
+  request.ranks = options.np.value_or(config.job_ranks());
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;
   request.as_root = geteuid() == 0;

@@ -89,7 +89,7 @@ void plan_outer(const Config& c, double owned, StagePlan& s) {
 
 Plan make_plan(const Config& c) {
   const ParallelConfig& p = c.parallel;
-  const int world = p.islands * p.pp * p.dp * p.tp;
+  const int world = c.job_ranks();
   const std::vector<std::string> problems = validate_layout(c, world);
   if (!problems.empty()) {
     std::string joined;

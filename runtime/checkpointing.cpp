@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 
@@ -130,6 +131,23 @@ void TrainerCheckpoints::restore_outer(int64_t step, bool outer_state, const at:
 }
 
 int64_t TrainerCheckpoints::resume(const std::function<void(const std::string&)>& log) {
+  const int64_t step = resume_this_job(log);
+  if (!config_.islands_are_jobs()) return step;
+  // Each island job resumed from its own run.dir: they must continue the same outer round.
+  const std::vector<double> steps = comm::all_gather_value(mesh_.island(), static_cast<double>(step));
+  if (std::all_of(steps.begin(), steps.end(), [&](double s) { return s == steps.front(); })) return step;
+  std::string listed;
+  for (size_t island = 0; island < steps.size(); ++island)
+    listed += (island == 0 ? "" : ", ") + std::string("island ") + std::to_string(island) + " at step " +
+              std::to_string(static_cast<int64_t>(steps[island]));
+  const auto earliest = static_cast<int64_t>(*std::min_element(steps.begin(), steps.end()));
+  const std::string same = earliest > 0 ? "checkpoint.resume: CHECKPOINT_DIR/step-" + std::to_string(earliest)
+                                        : std::string("checkpoint.resume: none");
+  throw checkpoint::CheckpointError("checkpoint: the island jobs resumed from different steps (" + listed +
+                                    "); resume every island from the same step, e.g. " + same + " in each");
+}
+
+int64_t TrainerCheckpoints::resume_this_job(const std::function<void(const std::string&)>& log) {
   const CheckpointConfig& c = config_.checkpoint;
   if (!c.resumes()) return 0;
   const bool automatic = c.resumes_newest();

@@ -35,7 +35,8 @@ class TrainerCheckpoints {
   // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
   // returns the step to continue from, 0 when there is nothing to resume. Throws
   // checkpoint::CheckpointError, the same on every rank, for resume: PATH that does not load, auto
-  // with only damaged checkpoints, or a checkpoint of another model. Collective.
+  // with only damaged checkpoints, a checkpoint of another model, or -- islands as separate jobs --
+  // islands that resumed from different steps. Collective (over the island group too).
   int64_t resume(const std::function<void(const std::string&)>& log);
   // Saves the state after `step` optimizer steps (checkpoint.mode: sync commits before returning;
   // async and async_lazy return while a background thread writes and commits). Returns the
@@ -54,6 +55,8 @@ class TrainerCheckpoints {
   std::vector<checkpoint::Piece> pieces(bool for_save, int island, bool outer_state,
                                         const at::Tensor& in_flight) const;
   std::vector<checkpoint::Piece> save_pieces();
+  // resume() within this job's ranks.
+  int64_t resume_this_job(const std::function<void(const std::string&)>& log);
   // After loading: the outer optimizer's state afresh when the checkpoint has none, and the
   // exchange in flight at `step` when it has one.
   void restore_outer(int64_t step, bool outer_state, const at::Tensor& in_flight,

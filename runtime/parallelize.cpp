@@ -1,8 +1,12 @@
 #include "runtime/parallelize.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <stdexcept>
 
+#include "comm/island_rendezvous.h"
+#include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
 #include "optim/grad_clip.h"
 #include "parallel/pipeline/stage_layout.h"
@@ -133,6 +137,46 @@ at::ScalarType scalar_type(Precision precision) {
   return precision == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
 }
 
+namespace {
+
+// The token every rank of this island job arrives with at the rendezvous: rank 0's.
+std::string island_token(const comm::MpiCommunicator& world) {
+  constexpr int kBytes = 128;
+  std::array<char, kBytes> token{};
+  if (world.rank() == 0) {
+    const std::string mine = comm::process_token();
+    std::copy_n(mine.begin(), std::min<size_t>(mine.size(), kBytes - 1), token.begin());
+  }
+  MPI_CHECK(MPI_Bcast(token.data(), kBytes, MPI_CHAR, 0, world.handle()));
+  return std::string(token.data());
+}
+
+// Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
+// every island, met at outer.rendezvous. Every island must be there (a fixed membership for now).
+std::unique_ptr<comm::Communicator> island_group_over_tcp(const Config& config,
+                                                          const comm::MpiCommunicator& world) {
+  const comm::RendezvousAddress address = comm::parse_rendezvous(config.outer.rendezvous);
+  comm::IslandRendezvousOptions options;
+  options.island = config.outer.island;
+  options.min_islands = options.max_islands = config.parallel.islands;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.outer.timeout_s * 1000));
+  options.grace = options.timeout;
+  options.gloo.address = comm::local_address_towards(address.host);
+  options.token = island_token(world);
+  comm::IslandRendezvous rendezvous(address, options);
+  // A round already closed without this island's token is an earlier run's: the islands meet at
+  // the next attempt instead.
+  constexpr int kAttempts = 1000;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const comm::RoundMembership round = rendezvous.join(0, attempt);
+    if (round.member()) return rendezvous.group(round, world.rank(), "island");
+  }
+  throw std::runtime_error("outer rendezvous: " + std::to_string(kAttempts) +
+                           " rounds closed without this island; restart the rendezvous");
+}
+
+}  // namespace
+
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
                            const std::map<std::string, at::Tensor>& initial_weights) {
@@ -144,8 +188,12 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   layout.device = device;
 
   // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
-  layout.mesh = std::make_unique<comm::DeviceMesh>(world, comm::MeshShape{p.islands, p.pp, p.dp, p.tp},
-                                                   device.is_cuda() ? device.index() : -1);
+  const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
+  const int cuda_device = device.is_cuda() ? device.index() : -1;
+  layout.mesh = config.islands_are_jobs() ? std::make_unique<comm::DeviceMesh>(
+                                                world, shape, cuda_device,
+                                                island_group_over_tcp(config, world), config.outer.island)
+                                          : std::make_unique<comm::DeviceMesh>(world, shape, cuda_device);
   layout.mesh->record_in(flight);
   const int tp_rank = layout.mesh->coord().tp;
 

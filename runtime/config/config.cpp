@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "comm/rendezvous_address.h"
 #include "parallel/pipeline/stage_layout.h"
 
 #include <algorithm>
@@ -369,6 +370,9 @@ const std::vector<Field>& fields() {
         outer("compression", &OuterConfig::compression),
         outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
         outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
+        outer("rendezvous", &OuterConfig::rendezvous),
+        outer("island", &OuterConfig::island, at_least(-1)),
+        outer("timeout_s", &OuterConfig::timeout_s, above(0)),
         comm("timeout_s", &CommConfig::timeout_s, above(0)),
         comm("flight_records", &CommConfig::flight_records, at_least(1)),
     };
@@ -599,7 +603,30 @@ void require_divisible(Problems& problems, const std::string& a_name, int64_t a,
 }
 
 // The outer optimizer's fields that depend on each other and on the island count.
+// Islands as separate jobs: where they meet and which island this job is.
+void validate_island_jobs(const Config& c, Problems& problems) {
+  const OuterConfig& o = c.outer;
+  if (!c.islands_are_jobs()) {
+    if (o.island != -1)
+      problems.push_back(
+          "config: outer.island = " + std::to_string(o.island) +
+          " applies only with outer.rendezvous (islands as separate jobs); set outer.rendezvous: "
+          "HOST:PORT or drop outer.island");
+    return;
+  }
+  try {
+    comm::parse_rendezvous(o.rendezvous);
+  } catch (const std::invalid_argument& e) {
+    problems.push_back(std::string("config: ") + e.what());
+  }
+  if (o.island < 0 || o.island >= c.parallel.islands)
+    problems.push_back("config: outer.island = " + std::to_string(o.island) +
+                       " must name this job's island, 0 to " + std::to_string(c.parallel.islands - 1) +
+                       " (parallel.islands is the number of islands); pass --set outer.island=I");
+}
+
 void validate_outer(const Config& c, Problems& problems) {
+  validate_island_jobs(c, problems);
   const OuterConfig& o = c.outer;
   const OuterAlgorithm algorithm = o.algorithm;
   const std::string algorithm_name(name_of(algorithm));
@@ -639,9 +666,10 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
   Problems problems;
   const ParallelConfig& p = c.parallel;
   const ModelConfig& m = c.model;
-  const int64_t layout = int64_t{p.islands} * p.pp * p.dp * p.tp;
+  const int64_t layout = c.job_ranks();
+  const std::string product = c.islands_are_jobs() ? "pp*dp*tp (one island per job)" : "islands*pp*dp*tp";
   if (layout != world_size)
-    problems.push_back("parallel: islands*pp*dp*tp = " + std::to_string(layout) + " but " +
+    problems.push_back("parallel: " + product + " = " + std::to_string(layout) + " but " +
                        std::to_string(world_size) + " ranks were launched; launch " + std::to_string(layout) +
                        " ranks (atoll launch does this) or change the layout");
 

@@ -209,6 +209,12 @@ struct OuterConfig {
   optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
   double simulated_bandwidth_mbps = 0.0;  // > 0: the outer exchange is delayed as over such a link
   double simulated_latency_ms = 0.0;      // per message on the simulated link
+  // Islands as separate jobs (one `atoll launch` each): HOST:PORT of `atoll rendezvous`, where they
+  // meet; "none": every island is in this job's one MPI world.
+  std::string rendezvous = kNoRendezvous;
+  static constexpr const char* kNoRendezvous = "none";
+  int island = -1;          // with rendezvous: this job's island, 0 .. parallel.islands-1
+  double timeout_s = 60.0;  // with rendezvous: longest the islands wait for each other
 };
 
 // Collective health (DESIGN §3): every collective is recorded in a flight-recorder ring, and a
@@ -228,6 +234,13 @@ struct Config {
   CheckpointConfig checkpoint;
   OuterConfig outer;
   CommConfig comm;
+
+  // Whether each island is a job of its own, meeting the others over TCP (outer.rendezvous).
+  bool islands_are_jobs() const { return outer.rendezvous != OuterConfig::kNoRendezvous; }
+  // The ranks this job launches: islands*pp*dp*tp, or pp*dp*tp when each island is a job.
+  int job_ranks() const {
+    return (islands_are_jobs() ? 1 : parallel.islands) * parallel.pp * parallel.dp * parallel.tp;
+  }
 
   // checkpoint.dir, or <run.dir>/checkpoints for auto.
   std::string checkpoint_dir() const {

@@ -276,6 +276,10 @@ expect_cli_error report_no_metrics 1 "report: $work/not-a-run has no metrics.jso
 expect_cli_error prepare_no_out 2 "missing --out DIR; usage: atoll data prepare" data prepare "$work/text.txt"
 expect_cli_error prepare_missing_input 1 "data prepare: input $work/none.txt does not exist; check the path" \
   data prepare --out "$work/data2" "$work/none.txt"
+expect_cli_error outer_rendezvous 2 "config: outer.rendezvous = 'nohost' is not HOST:PORT; give outer.rendezvous as HOST:PORT" \
+  plan "$work/tiny.yaml" --set outer.rendezvous=nohost --set outer.island=0
+expect_cli_error outer_island 2 "config: outer.island = -1 must name this job's island, 0 to 0 \(parallel.islands is the number of islands\); pass --set outer.island=I" \
+  plan "$work/tiny.yaml" --set outer.rendezvous=127.0.0.1:29400
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate

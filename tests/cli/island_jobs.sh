@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Islands as separate jobs (issue 19): three `atoll launch` jobs of one island each meet at
+# `atoll rendezvous` on loopback and train DiLoCo with no MPI world among them. They log the same
+# training losses, gradient norms and validation (each island's theta, phi) as the single-world run
+# of the same config, bit for bit: the island-ordered fp32 mean is the same over TCP as over MPI.
+# The island jobs stop at step 16 and resume from their own checkpoints: still bit for bit, and island
+# jobs that would resume from different steps stop with one line, exit 2, before training.
+# A job whose island never comes fails at outer.timeout_s with one line, exit 1, not a hang.
+# Usage: island_jobs.sh ATOLL_BIN
+set -uo pipefail
+atoll=$1
+source "$(dirname "$0")/lib.sh"
+
+make_corpus "$atoll" "$work/data"
+cat >"$work/islands.yaml" <<YAML
+run:        { dir: $work/single, seed: 3, threads: 1 }
+model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
+parallel:   { islands: 3, dp: 1 }
+train:      { steps: 24, global_batch: 6, log_every: 1, eval_every: 8, eval_sequences: 6 }
+optim:      { lr: 3.0e-3, min_lr: 3.0e-4, warmup: 4 }
+data:       { train: $work/data/train.bin, val: $work/data/val.bin }
+checkpoint: { every: 8 }
+outer:      { algorithm: diloco, inner_steps: 4, timeout_s: 30 }
+YAML
+
+# step, loss, grad norm of every step; every validation record (metrics.jsonl, without timings).
+losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+validation() { grep '"val_loss' "$1"; }
+islands_validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":[^,]*,\(.*\)}$/\1 \2/p' "$1"; }
+
+# Every run stops at step 16 and resumes to 24 (the schedule's length is part of the config).
+timeout 300 "$atoll" launch "$work/islands.yaml" --set train.steps=16 >"$work/single.log" 2>&1 &&
+  timeout 300 "$atoll" launch "$work/islands.yaml" >>"$work/single.log" 2>&1
+[[ $? -eq 0 ]] && check ok "single-world reference: 3 islands in one mpirun, 16 steps and resumed to 24" ||
+  check fail "single-world reference" "$work/single.log"
+
+"$atoll" rendezvous --port 0 >"$work/rendezvous.log" 2>&1 &
+rendezvous=$!
+for _ in $(seq 1 250); do grep -q "serving islands on port" "$work/rendezvous.log" && break; sleep 0.02; done
+port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$work/rendezvous.log")
+# island_jobs LABEL ISLAND_2_OVERRIDE OVERRIDES...: one `atoll launch` per island, island 2 with one
+# more override ("" for none); $statuses: their exit codes.
+island_jobs() {
+  local label=$1 island_2_override=$2 island jobs=() extra
+  shift 2
+  for island in 0 1 2; do
+    extra=()
+    [[ $island == 2 && -n $island_2_override ]] && extra=(--set "$island_2_override")
+    timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/island-$island" \
+      --set outer.rendezvous="127.0.0.1:$port" --set outer.island=$island "$@" "${extra[@]}" \
+      >"$work/$label-$island.log" 2>&1 &
+    jobs+=($!)
+  done
+  statuses=()
+  for job in "${jobs[@]}"; do wait "$job"; statuses+=($?); done
+}
+island_jobs first "" --set train.steps=16
+if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "^rank .*island" "$work/first-1.log"; then
+  check ok "three island jobs (one mpirun each) met at atoll rendezvous on port $port and ran 16 steps"
+else
+  check fail "island jobs (exit ${statuses[*]})" "$work/first-1.log"
+fi
+
+# Island 2 is pointed at its step-8 checkpoint, the others take their newest (step 16).
+island_jobs mixed "checkpoint.resume=$work/island-2/checkpoints/step-8"
+if [[ ${statuses[*]} == "2 2 2" ]] && grep -q "checkpoint: the island jobs resumed from different steps (island 0 at step 16, island 1 at step 16, island 2 at step 8); resume every island from the same step" "$work/mixed-0.log"; then
+  check ok "island jobs resuming from different steps (16, 16, 8) stop before training with one line, exit 2"
+else
+  check fail "islands at different steps (exit ${statuses[*]})" "$work/mixed-0.log"
+fi
+island_jobs resumed ""
+if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "checkpoint: resumed from .*step-16 at step 16" "$work/resumed-2.log"; then
+  check ok "the three island jobs resumed from their own step-16 checkpoints and finished step 24"
+else
+  check fail "island jobs' resume (exit ${statuses[*]})" "$work/resumed-2.log"
+fi
+if [[ -n $(losses "$work/single/metrics.jsonl") ]] &&
+    diff <(losses "$work/single/metrics.jsonl") <(losses "$work/island-0/metrics.jsonl") >"$work/loss.diff" &&
+    diff <(validation "$work/single/metrics.jsonl") <(validation "$work/island-0/metrics.jsonl") >>"$work/loss.diff"; then
+  check ok "island 0's job, stopped and resumed: $(losses "$work/single/metrics.jsonl" | wc -l) losses and grad norms, and every validation (theta, each island's, phi), bitwise those of the single-world run"
+else
+  check fail "island 0's job differs from the single-world run" "$work/loss.diff"
+fi
+same=ok
+for island in 1 2; do
+  diff <(islands_validation "$work/single/metrics.jsonl") <(islands_validation "$work/island-$island/metrics.jsonl") \
+    >"$work/islands.diff" || same="island $island"
+done
+[[ $same == ok && -n $(islands_validation "$work/single/metrics.jsonl") ]] &&
+  check ok "islands 1 and 2 log the same validation of every island's theta and of phi as the single-world run" ||
+  check fail "validation of $same differs" "$work/islands.diff"
+
+# Islands 0 and 1 come, island 2 never does: both fail at outer.timeout_s (3 s) with one line.
+jobs=()
+for island in 0 1; do
+  timeout 120 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/alone-$island" --set outer.timeout_s=3 \
+    --set outer.rendezvous="127.0.0.1:$port" --set outer.island=$island >"$work/alone-$island.log" 2>&1 &
+  jobs+=($!)
+done
+statuses=()
+for job in "${jobs[@]}"; do wait "$job"; statuses+=($?); done
+if [[ ${statuses[*]} == "1 1" ]] && grep -q "outer rendezvous: round 0: 2 of the minimum 3 islands arrived within 3 s" "$work/alone-0.log"; then
+  check ok "an island that never comes: the others stop at outer.timeout_s with one line, exit 1"
+else
+  check fail "missing island (exit ${statuses[*]})" "$work/alone-0.log"
+fi
+
+kill -TERM $rendezvous
+wait $rendezvous
+[[ $? -eq 0 ]] && check ok "atoll rendezvous stops on SIGTERM with exit 0" || check fail "rendezvous stop" "$work/rendezvous.log"
+finish
