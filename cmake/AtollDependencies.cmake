@@ -13,6 +13,11 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
+# HMAC-SHA256 for the islands' job secret (comm/message_authenticator.*).
+find_package(OpenSSL 3)
+if(NOT OPENSSL_FOUND)
+  atoll_configure_error("OpenSSL 3's headers were not found; run: bash scripts/install-deps.sh (Debian package libssl-dev)")
+endif()
 # The islands' TCP groups (comm/gloo_communicator.*) use c10d's ProcessGroupGloo, whose header needs
 # Gloo's headers; the code is LibTorch's own (libtorch_cpu exports it), so Debian's libgloo is not linked.
 find_path(ATOLL_GLOO_INCLUDE_DIR gloo/algorithm.h)

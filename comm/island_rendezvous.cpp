@@ -22,24 +22,34 @@ std::string text_of(const std::vector<uint8_t>& bytes) {
   return {bytes.begin(), bytes.end()};
 }
 
-// An island's arrival: its id and the token of the process (or job) that arrived as it, so that a
-// list written by an earlier run of the same island (an earlier attempt) is not taken for its own.
+// An island's arrival: its id, the token of the process (or job) that arrived as it, so that a
+// list written by an earlier run of the same island (an earlier attempt) is not taken for its own,
+// and its proof of the job secret ("" without one).
 struct Arrival {
   int island;
   std::string token;
+  std::string proof;
 };
 
-// "2:b,0:a,1:c,2:d," -> (0,a) (1,c) (2,b): sorted by island, the first arrival of each kept.
-std::vector<Arrival> parse_arrivals(const std::string& text) {
+// "2:b:p,0:a:q,1:c:r,2:d:s," -> (0,a,q) (1,c,r) (2,b,p): sorted by island, the first arrival of
+// each that `accepted` keeps.
+template <typename Accept>
+std::vector<Arrival> parse_arrivals(const std::string& text, Accept accepted) {
   std::vector<Arrival> arrivals;
   std::stringstream in(text);
   std::string entry;
   while (std::getline(in, entry, ',')) {
-    const size_t colon = entry.find(':');
-    if (colon == std::string::npos) continue;
-    const int island = std::stoi(entry.substr(0, colon));
-    if (std::none_of(arrivals.begin(), arrivals.end(), [&](const Arrival& a) { return a.island == island; }))
-      arrivals.push_back({island, entry.substr(colon + 1)});
+    const size_t first = entry.find(':'), last = entry.rfind(':');
+    if (first == std::string::npos || last == first) continue;
+    Arrival arrival{0, entry.substr(first + 1, last - first - 1), entry.substr(last + 1)};
+    try {
+      arrival.island = std::stoi(entry.substr(0, first));
+    } catch (const std::exception&) {
+      continue;  // not an island's entry
+    }
+    if (!accepted(arrival)) continue;
+    if (std::none_of(arrivals.begin(), arrivals.end(), [&](const Arrival& a) { return a.island == arrival.island; }))
+      arrivals.push_back(std::move(arrival));
   }
   std::sort(arrivals.begin(), arrivals.end(),
             [](const Arrival& a, const Arrival& b) { return a.island < b.island; });
@@ -48,8 +58,18 @@ std::vector<Arrival> parse_arrivals(const std::string& text) {
 
 std::string join_arrivals(const std::vector<Arrival>& arrivals) {
   std::string out;
-  for (const Arrival& a : arrivals) out += std::to_string(a.island) + ":" + a.token + ",";
+  for (const Arrival& a : arrivals) out += std::to_string(a.island) + ":" + a.token + ":" + a.proof + ",";
   return out;
+}
+
+constexpr const char* kAdmissionKey = "admission";
+constexpr const char* kAdmissionContext = "atoll rendezvous admission";
+constexpr const char* kArrivalContext = "atoll rendezvous arrival";
+
+// The admission record: a fresh nonce and its tag under the job secret.
+std::string admission_record(const MessageAuthenticator& authenticator) {
+  const std::string nonce = random_hex(16);
+  return nonce + ":" + authenticator.hex_tag(kAdmissionContext, nonce);
 }
 
 std::string round_key(int64_t round, int attempt) {
@@ -65,7 +85,7 @@ std::string process_token() {
          std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
 }
 
-RendezvousServer::RendezvousServer(uint16_t port) {
+RendezvousServer::RendezvousServer(uint16_t port, std::shared_ptr<const MessageAuthenticator> authenticator) {
   c10d::TCPStoreOptions options;
   options.port = port;
   options.isServer = true;
@@ -76,6 +96,7 @@ RendezvousServer::RendezvousServer(uint16_t port) {
     throw std::runtime_error("rendezvous: cannot serve on port " + std::to_string(port) + ": " +
                              one_line_reason(e) + "; pick a free port (--port)");
   }
+  if (authenticator) store_->set(kAdmissionKey, bytes_of(admission_record(*authenticator)));
 }
 
 IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options)
@@ -85,6 +106,7 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
     throw std::invalid_argument("outer: islands between " + std::to_string(options_.min_islands) + " and " +
                                 std::to_string(options_.max_islands) +
                                 " is not a range; the minimum must be >= 1 and at most the maximum");
+  const std::string where = "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
   c10d::TCPStoreOptions store_options;
   store_options.port = address.port;
   store_options.isServer = false;
@@ -92,21 +114,60 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(address.host, store_options);
   } catch (const c10::Error& e) {
-    throw std::runtime_error("outer.rendezvous " + address.host + ":" + std::to_string(address.port) +
-                             " could not be reached within " +
+    throw std::runtime_error(where + " could not be reached within " +
                              std::to_string(options_.timeout.count() / 1000) + " s (" + one_line_reason(e) +
                              "); start it with `atoll rendezvous --port " + std::to_string(address.port) +
                              "` or fix the address");
   }
+  admit(where);
+}
+
+void IslandRendezvous::admit(const std::string& where) {
+  if (!options_.authenticator) {
+    if (store_->check({kAdmissionKey}))
+      throw std::invalid_argument(where + " refused island " + std::to_string(options_.island) +
+                                  ": this job's islands prove a job secret; set outer.secret_file to the "
+                                  "job's secret file (the one the other islands use)");
+    return;
+  }
+  // The first island to arrive writes the record when the rendezvous did not; everyone else checks it.
+  const std::string mine = admission_record(*options_.authenticator);
+  const std::string record = text_of(store_->compareSet(kAdmissionKey, {}, bytes_of(mine)));
+  const size_t colon = record.find(':');
+  if (colon == std::string::npos ||
+      !options_.authenticator->verify_hex(kAdmissionContext, record.substr(0, colon), record.substr(colon + 1)))
+    throw std::invalid_argument(where + " refused island " + std::to_string(options_.island) + ": its " +
+                                options_.authenticator->source() +
+                                " is not the job's secret; copy the secret file the other islands use");
+  nonce_ = record.substr(0, colon);
+}
+
+std::string IslandRendezvous::proof(const std::string& round) const {
+  if (!options_.authenticator) return "";
+  return options_.authenticator->hex_tag(
+      kArrivalContext, nonce_ + "|" + round + "|" + std::to_string(options_.island) + "|" + options_.token);
+}
+
+bool IslandRendezvous::proven(int island, const std::string& token, const std::string& given,
+                              const std::string& round) const {
+  if (!options_.authenticator) return true;
+  return options_.authenticator->verify_hex(kArrivalContext,
+                                            nonce_ + "|" + round + "|" + std::to_string(island) + "|" + token, given);
+}
+
+std::string IslandRendezvous::session(const RoundMembership& membership, int position) const {
+  return nonce_ + "|" + round_key(membership.round, membership.attempt) + "position/" + std::to_string(position);
 }
 
 RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   const std::string key = round_key(round, attempt);
-  store_->append(key + "arrivals", bytes_of(std::to_string(options_.island) + ":" + options_.token + ","));
+  store_->append(key + "arrivals",
+                 bytes_of(std::to_string(options_.island) + ":" + options_.token + ":" + proof(key) + ","));
+  const auto accepted = [&](const Arrival& a) { return proven(a.island, a.token, a.proof, key); };
   const auto start = Clock::now();
   std::optional<Clock::time_point> quorum_since;  // when this island first saw the minimum there
   while (!store_->check({key + "members"})) {
-    const std::vector<Arrival> arrived = parse_arrivals(text_of(store_->get(key + "arrivals")));
+    const std::vector<Arrival> arrived = parse_arrivals(text_of(store_->get(key + "arrivals")), accepted);
     const auto now = Clock::now();
     if (static_cast<int>(arrived.size()) >= options_.min_islands && !quorum_since) quorum_since = now;
     const bool everyone = static_cast<int>(arrived.size()) >= options_.max_islands;
@@ -126,7 +187,7 @@ RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   RoundMembership membership;
   membership.round = round;
   membership.attempt = attempt;
-  for (const Arrival& a : parse_arrivals(text_of(store_->get(key + "members")))) {
+  for (const Arrival& a : parse_arrivals(text_of(store_->get(key + "members")), accepted)) {
     if (a.island == options_.island && a.token == options_.token)
       membership.index = static_cast<int>(membership.islands.size());
     membership.islands.push_back(a.island);

@@ -8,6 +8,13 @@
 // after the close is not a member: it sits the round out and joins a later one. A round whose
 // exchange fails (a member died) is met again as the next attempt, among those still there. Each
 // member then builds the Gloo group of its island-local position under the round's own prefix.
+//
+// With a job secret (MessageAuthenticator): the store holds an admission record, a random nonce and
+// its tag, written by `atoll rendezvous --secret-file` or else by the first island to arrive. An
+// island whose secret does not give the same tag is refused before it arrives anywhere, one without
+// a secret too; each arrival carries a proof (the tag of nonce, round, island and token), and islands
+// count only arrivals whose proof holds -- so an arrival written by anyone without the secret is
+// never a member. The store itself is not encrypted: the secret never travels, only tags do.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "comm/gloo_communicator.h"
+#include "comm/message_authenticator.h"
 #include "comm/rendezvous_address.h"
 
 namespace atl::comm {
@@ -27,8 +35,9 @@ namespace atl::comm {
 // The meeting point, served while the object lives (a TCPStore server on every interface).
 class RendezvousServer {
  public:
-  // Port 0 picks a free port (port() tells which).
-  explicit RendezvousServer(uint16_t port);
+  // Port 0 picks a free port (port() tells which). With `authenticator`, islands must prove its
+  // secret to be admitted.
+  explicit RendezvousServer(uint16_t port, std::shared_ptr<const MessageAuthenticator> authenticator = nullptr);
   uint16_t port() const { return store_->getPort(); }
 
  private:
@@ -62,12 +71,15 @@ struct IslandRendezvousOptions {
   // and a restarted island a new one, so a member list from its earlier run is not its own. Empty:
   // one of this process's own.
   std::string token;
+  // The job secret; null: islands meet without one (only on a loopback rendezvous, the config says).
+  std::shared_ptr<const MessageAuthenticator> authenticator;
 };
 
 class IslandRendezvous {
  public:
   // Connects to the meeting point; throws std::runtime_error naming it when it cannot be reached
-  // within `options.timeout`.
+  // within `options.timeout`, std::invalid_argument when it refuses this island (a secret that is not
+  // the job's, or none where the job has one).
   IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options);
 
   // Arrives at round `round` (attempt `attempt`) and returns its agreed membership. Throws
@@ -79,9 +91,17 @@ class IslandRendezvous {
                                           const std::string& name);
 
   const IslandRendezvousOptions& options() const { return options_; }
+  // What makes the tags of a round's exchanges its own (the admission nonce and the round): the
+  // session of IslandExchange's authentication.
+  std::string session(const RoundMembership& membership, int position) const;
 
  private:
+  void admit(const std::string& where);
+  bool proven(int island, const std::string& token, const std::string& proof, const std::string& round) const;
+  std::string proof(const std::string& round) const;
+
   IslandRendezvousOptions options_;
+  std::string nonce_;  // the admission record's nonce ("" without a secret)
   c10::intrusive_ptr<c10d::Store> store_;
 };
 

@@ -25,6 +25,12 @@ RendezvousAddress parse_rendezvous(const std::string& text) {
   return {text.substr(0, colon), static_cast<uint16_t>(std::stoi(port))};
 }
 
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
+}
+
 std::string local_address_towards(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;

@@ -1,10 +1,13 @@
-// `atoll rendezvous [--port P]`: serves the meeting point of islands that run as separate jobs
-// (outer.rendezvous: HOST:P in their configs) until SIGINT or SIGTERM. It holds no training state:
-// islands agree on each round's members and reach each other through it, and one that restarts
-// finds the others there again.
+// `atoll rendezvous [--port P] [--secret-file F]`: serves the meeting point of islands that run as
+// separate jobs (outer.rendezvous: HOST:P in their configs) until SIGINT or SIGTERM. It holds no
+// training state: islands agree on each round's members and reach each other through it, and one
+// that restarts finds the others there again. With the job secret, it admits only islands that
+// prove it (otherwise the first island to arrive sets the proof the others must match).
 #include <signal.h>
 
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -14,26 +17,38 @@
 namespace atl::launcher {
 namespace {
 
-constexpr const char* kRendezvousUsage = "atoll rendezvous [--port P]   (default 29400; 0 picks a free port)";
+constexpr const char* kRendezvousUsage =
+    "atoll rendezvous [--port P] [--secret-file F]   (port default 29400, 0 picks a free one; F: the job "
+    "secret the islands' outer.secret_file holds)";
 constexpr uint16_t kDefaultPort = 29400;
 
-uint16_t parse_port(const Args& args) {
+struct RendezvousOptions {
   uint16_t port = kDefaultPort;
+  std::string secret_file;
+};
+
+// The value of `--name V` or `--name=V` at args[i] (advancing i past V), or nullopt.
+std::optional<std::string> option_value(const Args& args, size_t& i, const std::string& name) {
+  if (args[i] == name && i + 1 < args.size()) return args[++i];
+  if (args[i].rfind(name + "=", 0) == 0) return args[i].substr(name.size() + 1);
+  return std::nullopt;
+}
+
+RendezvousOptions parse_options(const Args& args) {
+  RendezvousOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string value;
-    if (args[i] == "--port" && i + 1 < args.size())
-      value = args[++i];
-    else if (args[i].rfind("--port=", 0) == 0)
-      value = args[i].substr(7);
-    else
-      throw std::invalid_argument("unexpected argument '" + args[i] + "'; usage: " + kRendezvousUsage);
-    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 5 ||
-        std::stoi(value) > 65535)
-      throw std::invalid_argument("--port " + value +
-                                  " is not a port number (0-65535); usage: " + kRendezvousUsage);
-    port = static_cast<uint16_t>(std::stoi(value));
+    if (std::optional<std::string> file = option_value(args, i, "--secret-file")) {
+      options.secret_file = *file;
+      continue;
+    }
+    const std::optional<std::string> value = option_value(args, i, "--port");
+    if (!value) throw std::invalid_argument("unexpected argument '" + args[i] + "'; usage: " + kRendezvousUsage);
+    if (value->empty() || value->find_first_not_of("0123456789") != std::string::npos || value->size() > 5 ||
+        std::stoi(*value) > 65535)
+      throw std::invalid_argument("--port " + *value + " is not a port number (0-65535); usage: " + kRendezvousUsage);
+    options.port = static_cast<uint16_t>(std::stoi(*value));
   }
-  return port;
+  return options;
 }
 
 }  // namespace
@@ -43,7 +58,11 @@ int rendezvous_command(const Args& args) {
     std::cout << "usage: " << kRendezvousUsage << "\n";
     return 0;
   }
-  const uint16_t port = parse_port(args);
+  const RendezvousOptions options = parse_options(args);
+  std::shared_ptr<const comm::MessageAuthenticator> authenticator;
+  if (!options.secret_file.empty())
+    authenticator = std::make_shared<comm::MessageAuthenticator>(
+        comm::MessageAuthenticator::from_file(options.secret_file, "--secret-file"));
   // Blocked before the server's threads start, so they inherit the mask and sigwait below receives
   // the signal.
   sigset_t stop;
@@ -51,8 +70,9 @@ int rendezvous_command(const Args& args) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  comm::RendezvousServer server(port);
+  comm::RendezvousServer server(options.port, authenticator);
   std::cout << "atoll rendezvous: serving islands on port " << server.port()
+            << (authenticator ? " to islands holding the job secret" : "")
             << " (islands set outer.rendezvous: THIS_HOST:" << server.port()
             << "; SIGINT or SIGTERM stops it)" << std::endl;
   int signal = 0;

@@ -6,6 +6,8 @@
 namespace atl::runtime {
 namespace {
 
+constexpr const char* kForms = "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND";
+
 // "A:B" or "A" -> {A, B or fallback}.
 std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string& text, int64_t fallback) {
   try {
@@ -14,7 +16,7 @@ std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string&
     return {std::stoll(text.substr(0, colon)), std::stoll(text.substr(colon + 1))};
   } catch (const std::exception&) {
     throw std::invalid_argument("ATOLL_FAULT: cannot read '" + entry +
-                                "'; use nan_gradient@STEP[:RANK] or skip_collective@RANK:STEP");
+                                "'; use " + std::string(kForms));
   }
 }
 
@@ -35,9 +37,13 @@ FaultHooks FaultHooks::parse(const std::string& text) {
       const auto [rank, step] = numbers(entry, args, -1);
       hooks.skip_collective_rank = static_cast<int>(rank);
       hooks.skip_collective_step = step;
+    } else if (kind == "corrupt_chunk") {
+      const auto [exchange, island] = numbers(entry, args, 0);
+      hooks.corrupt_chunk_exchange = exchange;
+      hooks.corrupt_chunk_island = static_cast<int>(island);
     } else {
       throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry +
-                                  "'; use nan_gradient@STEP[:RANK] or skip_collective@RANK:STEP");
+                                  "'; use " + std::string(kForms));
     }
   }
   return hooks;

@@ -3,6 +3,9 @@
 //   nan_gradient@STEP[:RANK]     rank RANK (default 0) writes NaN into its gradients in step STEP
 //   skip_collective@RANK:STEP    rank RANK stops before the first collective of step STEP and never
 //                                issues it, as a rank stuck in computation would (the watchdog's case)
+//   corrupt_chunk@EXCHANGE:ISLAND  island ISLAND flips a byte of the first chunk it sends in its
+//                                EXCHANGE-th outer exchange, after tagging it (the job secret's HMAC
+//                                catches it; IslandExchange::corrupt_in_flight)
 // Steps are 1-based, as in the progress lines.
 #pragma once
 
@@ -16,6 +19,8 @@ struct FaultHooks {
   int nan_gradient_rank = 0;
   int64_t skip_collective_step = -1;
   int skip_collective_rank = -1;
+  int64_t corrupt_chunk_exchange = -1;
+  int corrupt_chunk_island = -1;
 
   // Parses ATOLL_FAULT's value; throws std::invalid_argument naming a malformed entry.
   static FaultHooks parse(const std::string& text);

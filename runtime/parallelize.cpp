@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "comm/island_rendezvous.h"
+#include "comm/message_authenticator.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
 #include "optim/grad_clip.h"
@@ -90,12 +92,14 @@ std::vector<std::vector<optim::outer::ValueSpan>> outer_fragments(const Config& 
 }
 
 // Islands: the exchange between islands and, unless they average every step, the outer optimizer.
-void add_islands(const Config& config, ParallelLayout& layout) {
+void add_islands(const Config& config, ParallelLayout& layout,
+                 std::optional<optim::outer::ExchangeAuthentication> authentication) {
   const OuterConfig& o = config.outer;
   if (config.parallel.islands == 1 && o.algorithm == OuterAlgorithm::kNone) return;
   layout.island_exchange = std::make_unique<optim::outer::IslandExchange>(
       layout.mesh->island(), o.compression,
       optim::outer::SimulatedLink{o.simulated_bandwidth_mbps, o.simulated_latency_ms});
+  if (authentication) layout.island_exchange->authenticate(std::move(*authentication));
   if (o.algorithm == OuterAlgorithm::kNone) return;
   optim::outer::OuterOptions options;
   options.algorithm = outer_algorithm(o.algorithm);
@@ -152,9 +156,13 @@ std::string island_token(const comm::MpiCommunicator& world) {
 }
 
 // Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
-// every island, met at outer.rendezvous. Every island must be there (a fixed membership for now).
-std::unique_ptr<comm::Communicator> island_group_over_tcp(const Config& config,
-                                                          const comm::MpiCommunicator& world) {
+// every island, met at outer.rendezvous; with the job secret, how its exchanges are authenticated.
+struct IslandGroupOverTcp {
+  std::unique_ptr<comm::Communicator> group;
+  std::optional<optim::outer::ExchangeAuthentication> authentication;
+};
+
+IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCommunicator& world) {
   const comm::RendezvousAddress address = comm::parse_rendezvous(config.outer.rendezvous);
   comm::IslandRendezvousOptions options;
   options.island = config.outer.island;
@@ -163,13 +171,20 @@ std::unique_ptr<comm::Communicator> island_group_over_tcp(const Config& config,
   options.grace = options.timeout;
   options.gloo.address = comm::local_address_towards(address.host);
   options.token = island_token(world);
+  if (!config.outer.secret_file.empty())
+    options.authenticator = std::make_shared<comm::MessageAuthenticator>(
+        comm::MessageAuthenticator::from_file(config.outer.secret_file));
   comm::IslandRendezvous rendezvous(address, options);
   // A round already closed without this island's token is an earlier run's: the islands meet at
-  // the next attempt instead.
+  // the next attempt instead. Every island must be there (a fixed membership for now).
   constexpr int kAttempts = 1000;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const comm::RoundMembership round = rendezvous.join(0, attempt);
-    if (round.member()) return rendezvous.group(round, world.rank(), "island");
+    if (!round.member()) continue;
+    IslandGroupOverTcp out{rendezvous.group(round, world.rank(), "island"), std::nullopt};
+    if (options.authenticator)
+      out.authentication = {options.authenticator, rendezvous.session(round, world.rank())};
+    return out;
   }
   throw std::runtime_error("outer rendezvous: " + std::to_string(kAttempts) +
                            " rounds closed without this island; restart the rendezvous");
@@ -190,10 +205,15 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
   const int cuda_device = device.is_cuda() ? device.index() : -1;
-  layout.mesh = config.islands_are_jobs() ? std::make_unique<comm::DeviceMesh>(
-                                                world, shape, cuda_device,
-                                                island_group_over_tcp(config, world), config.outer.island)
-                                          : std::make_unique<comm::DeviceMesh>(world, shape, cuda_device);
+  std::optional<optim::outer::ExchangeAuthentication> authentication;
+  if (config.islands_are_jobs()) {
+    IslandGroupOverTcp islands = island_group_over_tcp(config, world);
+    authentication = std::move(islands.authentication);
+    layout.mesh = std::make_unique<comm::DeviceMesh>(world, shape, cuda_device, std::move(islands.group),
+                                                     config.outer.island);
+  } else {
+    layout.mesh = std::make_unique<comm::DeviceMesh>(world, shape, cuda_device);
+  }
   layout.mesh->record_in(flight);
   const int tp_rank = layout.mesh->coord().tp;
 
@@ -232,7 +252,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
       decay_segments(*layout.data_parallel), optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
-  add_islands(config, layout);
+  add_islands(config, layout, std::move(authentication));
   return layout;
 }
 

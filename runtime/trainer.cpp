@@ -148,6 +148,9 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
       world, *s.flight, comm::WatchdogOptions{config.comm.timeout_s, config.run.dir + "/flight", kExitHang});
   s.layout = parallelize(config, s.device.device, world, s.flight.get(), s.initial_weights);
   s.initial_weights.clear();
+  if (s.layout.island_exchange && s.hooks.faults.corrupt_chunk_exchange > 0)
+    s.layout.island_exchange->corrupt_in_flight(
+        {s.hooks.faults.corrupt_chunk_exchange, s.hooks.faults.corrupt_chunk_island});
   s.watchdog->watch(s.mesh().device_backends());
   const std::string rank_table = s.mesh().rank_table(world);
   s.log->line(config_table(config));

@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iostream>
+#include <stdexcept>
 
 namespace atl::optim::outer {
 
@@ -10,6 +13,83 @@ using Clock = std::chrono::steady_clock;
 
 IslandExchange::IslandExchange(comm::Communicator& islands, Codec codec, SimulatedLink link)
     : group_(islands), codec_(codec), link_(link) {}
+
+void IslandExchange::authenticate(ExchangeAuthentication authentication) {
+  if (!authentication.authenticator) throw std::invalid_argument("IslandExchange::authenticate: no authenticator");
+  authentication_ = std::move(authentication);
+}
+
+int64_t IslandExchange::tag_bytes() const {
+  return authentication_ ? static_cast<int64_t>(comm::MessageAuthenticator::kTagBytes) : 0;
+}
+
+std::string IslandExchange::context(int attempt, int phase, int sender, int receiver) const {
+  return authentication_->session + "|exchange " + std::to_string(exchanges_) + "|attempt " +
+         std::to_string(attempt) + "|phase " + std::to_string(phase) + "|" + std::to_string(sender) + ">" +
+         (receiver < 0 ? "all" : std::to_string(receiver));
+}
+
+at::Tensor IslandExchange::tagged(const at::Tensor& payload, const std::string& context) const {
+  if (!authentication_) return payload;
+  at::Tensor message = at::empty({payload.numel() + tag_bytes()}, payload.options());
+  message.narrow(0, 0, payload.numel()).copy_(payload);
+  const comm::MessageAuthenticator::Tag tag = authentication_->authenticator->tag(
+      context, payload.data_ptr<uint8_t>(), static_cast<size_t>(payload.numel()));
+  std::copy(tag.begin(), tag.end(), message.data_ptr<uint8_t>() + payload.numel());
+  return message;
+}
+
+bool IslandExchange::authentic(const at::Tensor& message, int64_t payload_bytes, const std::string& context) const {
+  if (!authentication_) return true;
+  const uint8_t* bytes = message.data_ptr<uint8_t>();
+  return authentication_->authenticator->verify(context, bytes, static_cast<size_t>(payload_bytes),
+                                                bytes + payload_bytes);
+}
+
+void IslandExchange::corrupt_if_hooked(at::Tensor& message, int attempt) {
+  if (attempt != 0 || exchanges_ != corruption_.exchange || group_.rank() != corruption_.island) return;
+  message = message.clone();  // the sender's own copy stays intact, as on a real link
+  message.data_ptr<uint8_t>()[0] ^= 0x01;
+  corruption_.exchange = -1;  // the first chunk sent only
+}
+
+int IslandExchange::agree_on_rejected(const std::vector<int>& rejected_here) {
+  if (!authentication_) return -1;
+  const int k = group_.size(), me = group_.rank();
+  at::Tensor failures = at::zeros({k}, at::TensorOptions().dtype(at::kInt));
+  for (int sender : rejected_here) {
+    ++rejected_chunks_;
+    failures[sender] += 1;
+    std::cerr << "atoll: outer exchange: a chunk island " << sender << " sent to island " << me
+              << " failed its HMAC check (altered in flight, or not made with the job's secret); it was not "
+                 "averaged in\n";
+  }
+  group_.all_reduce(failures, comm::ReduceOp::kSum)->wait();
+  bytes_sent_ += comm::ring_wire_bytes(failures.nbytes(), k, 2);
+  // The sender most receivers rejected: an island with another secret fails at every receiver, while
+  // it rejects each honest sender only once.
+  const int most = failures.max().item<int>();
+  return most == 0 ? -1 : failures.eq(most).nonzero()[0].item<int>();
+}
+
+template <typename Result, typename Attempt>
+Result IslandExchange::retried_until_authentic(Attempt attempt_once) {
+  ++exchanges_;
+  int rejected = -1;
+  for (int attempt = 0; attempt < kAuthenticatedAttempts; ++attempt) {
+    std::optional<Result> result = attempt_once(attempt, rejected);
+    if (result) return std::move(*result);
+    if (group_.rank() == 0)
+      std::cerr << "atoll: outer exchange " << exchanges_ << ": island " << rejected
+                << "'s chunk failed its HMAC check; the exchange runs again (attempt " << attempt + 2 << " of "
+                << kAuthenticatedAttempts << ")\n";
+  }
+  throw std::runtime_error("outer exchange " + std::to_string(exchanges_) + ": chunks from island " +
+                           std::to_string(rejected) + " failed their HMAC check " +
+                           std::to_string(kAuthenticatedAttempts) +
+                           " times in a row and were never averaged in; check that island's outer.secret_file "
+                           "and its link, then resume every island from the last checkpoint");
+}
 
 void IslandExchange::account(Clock::time_point start, uint64_t bytes, int messages) {
   bytes_sent_ += bytes;
@@ -51,17 +131,28 @@ std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>
 }
 
 at::Tensor IslandExchange::mean_on_host(const at::Tensor& values) {
-  const int k = group_.size(), me = group_.rank();
+  const int k = group_.size();
   if (k == 1) return values.clone();
   const auto start = Clock::now();
   throw_unless_all_finite(values);
+  uint64_t sent = 0;
+  at::Tensor out = retried_until_authentic<at::Tensor>(
+      [&](int attempt, int& rejected) { return try_mean(values, attempt, sent, rejected); });
+  // The finiteness vote, k-1 messages in the all-to-all, k-1 ring steps in the gather.
+  account(start, sent, 2 * k - 1);
+  return out;
+}
+
+std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int attempt, uint64_t& sent,
+                                                   int& rejected) {
+  const int k = group_.size(), me = group_.rank();
   const int64_t n = values.numel();
   const comm::ShardRange mine = comm::shard_range(n, k, me);
+  const int64_t tag = tag_bytes();
 
   // 1. Reduce-scatter: island j receives every island's encoded chunk j.
   std::vector<comm::P2POp> ops;
   std::vector<at::Tensor> received(static_cast<size_t>(k));
-  uint64_t sent = 0;
   const int64_t my_chunk_bytes = encoded_bytes(codec_, mine.numel);
   for (int j = 0; j < k; ++j) {
     const comm::ShardRange chunk = comm::shard_range(n, k, j);
@@ -70,22 +161,37 @@ at::Tensor IslandExchange::mean_on_host(const at::Tensor& values) {
       received[static_cast<size_t>(j)] = encoded;
       continue;
     }
-    ops.push_back({comm::P2POp::Kind::kSend, encoded, j, 0});
-    sent += static_cast<uint64_t>(encoded.numel());
-    received[static_cast<size_t>(j)] = at::empty({my_chunk_bytes}, at::TensorOptions().dtype(at::kByte));
+    at::Tensor message = tagged(encoded, authentication_ ? context(attempt, 1, me, j) : "");
+    corrupt_if_hooked(message, attempt);
+    ops.push_back({comm::P2POp::Kind::kSend, message, j, 0});
+    sent += static_cast<uint64_t>(message.numel());
+    received[static_cast<size_t>(j)] = at::empty({my_chunk_bytes + tag}, at::TensorOptions().dtype(at::kByte));
     ops.push_back({comm::P2POp::Kind::kRecv, received[static_cast<size_t>(j)], j, 0});
   }
   group_.batch_p2p(ops)->wait();
+  std::vector<int> rejected_here;
+  for (int j = 0; j < k && authentication_; ++j)
+    if (j != me && !authentic(received[static_cast<size_t>(j)], my_chunk_bytes, context(attempt, 1, j, me)))
+      rejected_here.push_back(j);
+  if ((rejected = agree_on_rejected(rejected_here)) >= 0) return std::nullopt;
   at::Tensor sum = at::zeros({mine.numel}, values.options());
-  for (int j = 0; j < k; ++j) sum.add_(decode(codec_, received[static_cast<size_t>(j)], mine.numel));
+  for (int j = 0; j < k; ++j)
+    sum.add_(decode(codec_, received[static_cast<size_t>(j)].narrow(0, 0, my_chunk_bytes), mine.numel));
   sum.div_(k);
 
-  // 2. All-gather of the encoded mean chunks, padded to the largest chunk (chunk 0).
-  const int64_t slot = encoded_bytes(codec_, comm::shard_range(n, k, 0).numel);
+  // 2. All-gather of the encoded (and tagged) mean chunks, padded to the largest chunk (chunk 0).
+  const int64_t slot = encoded_bytes(codec_, comm::shard_range(n, k, 0).numel) + tag;
   const at::Tensor gathered = at::zeros({slot * k}, at::TensorOptions().dtype(at::kByte));
-  gathered.narrow(0, slot * me, my_chunk_bytes).copy_(encode(codec_, sum));
+  gathered.narrow(0, slot * me, my_chunk_bytes + tag)
+      .copy_(tagged(encode(codec_, sum), authentication_ ? context(attempt, 2, me, -1) : ""));
   group_.all_gather(gathered.narrow(0, slot * me, slot), gathered)->wait();
   sent += static_cast<uint64_t>(slot) * static_cast<uint64_t>(k - 1);
+  rejected_here.clear();
+  for (int j = 0; j < k && authentication_; ++j)
+    if (j != me && !authentic(gathered.narrow(0, slot * j, slot),
+                              encoded_bytes(codec_, comm::shard_range(n, k, j).numel), context(attempt, 2, j, -1)))
+      rejected_here.push_back(j);
+  if ((rejected = agree_on_rejected(rejected_here)) >= 0) return std::nullopt;
 
   at::Tensor out = at::empty({n}, values.options());
   for (int j = 0; j < k; ++j) {
@@ -93,41 +199,66 @@ at::Tensor IslandExchange::mean_on_host(const at::Tensor& values) {
     out.narrow(0, chunk.offset, chunk.numel)
         .copy_(decode(codec_, gathered.narrow(0, slot * j, encoded_bytes(codec_, chunk.numel)), chunk.numel));
   }
-  // The finiteness vote, k-1 messages in the all-to-all, k-1 ring steps in the gather.
-  account(start, sent, 2 * k - 1);
   return out;
 }
 
 std::vector<at::Tensor> IslandExchange::group_mean_on_host(const std::vector<at::Tensor>& tensors,
                                                            const std::vector<int>& members) {
   const auto start = Clock::now();
+  uint64_t sent = 0;
+  std::vector<at::Tensor> means = retried_until_authentic<std::vector<at::Tensor>>(
+      [&](int attempt, int& rejected) { return try_group_mean(tensors, members, attempt, sent, rejected); });
+  account(start, sent, static_cast<int>(members.size()) - 1);
+  return means;
+}
+
+std::optional<std::vector<at::Tensor>> IslandExchange::try_group_mean(const std::vector<at::Tensor>& tensors,
+                                                                      const std::vector<int>& members,
+                                                                      int attempt, uint64_t& sent, int& rejected) {
   const int me = group_.rank();
   std::vector<comm::P2POp> ops;
   // encoded[t][m]: tensor t of member m (this island's own encoded too: every member decodes the
-  // same bytes for every contribution).
+  // same bytes for every contribution); its sender is members[m]. Tags name the tensor as the phase.
   std::vector<std::vector<at::Tensor>> encoded(tensors.size());
-  uint64_t sent = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const at::Tensor own = encode(codec_, tensors[t]);
+    at::Tensor message = tagged(own, authentication_ ? context(attempt, static_cast<int>(t), me, -1) : "");
+    corrupt_if_hooked(message, attempt);
     for (int member : members) {
       if (member == me) {
         encoded[t].push_back(own);
         continue;
       }
-      ops.push_back({comm::P2POp::Kind::kSend, own, member, static_cast<int>(t)});
-      sent += static_cast<uint64_t>(own.numel());
-      encoded[t].push_back(at::empty_like(own));
+      ops.push_back({comm::P2POp::Kind::kSend, message, member, static_cast<int>(t)});
+      sent += static_cast<uint64_t>(message.numel());
+      encoded[t].push_back(at::empty_like(message));
       ops.push_back({comm::P2POp::Kind::kRecv, encoded[t].back(), member, static_cast<int>(t)});
     }
   }
   if (!ops.empty()) group_.batch_p2p(ops)->wait();
+  std::vector<int> rejected_here;
+  const int64_t tag = tag_bytes();
+  for (size_t m = 0; m < members.size() && authentication_; ++m) {
+    const int sender = members[m];
+    for (size_t t = 0; t < tensors.size() && sender != me; ++t) {
+      const at::Tensor& message = encoded[t][m];
+      if (!authentic(message, message.numel() - tag, context(attempt, static_cast<int>(t), sender, -1))) {
+        rejected_here.push_back(sender);
+        break;  // one line per sender
+      }
+    }
+  }
+  if ((rejected = agree_on_rejected(rejected_here)) >= 0) return std::nullopt;
   std::vector<at::Tensor> means;
   for (size_t t = 0; t < tensors.size(); ++t) {
     at::Tensor sum = at::zeros_like(tensors[t]);
-    for (const at::Tensor& bytes : encoded[t]) sum.add_(decode(codec_, bytes, tensors[t].numel()));
+    for (size_t m = 0; m < members.size(); ++m) {
+      const at::Tensor& bytes = encoded[t][m];
+      const int64_t payload = members[m] == me ? bytes.numel() : bytes.numel() - tag;
+      sum.add_(decode(codec_, bytes.narrow(0, 0, payload), tensors[t].numel()));
+    }
     means.push_back(sum.div_(static_cast<double>(members.size())));
   }
-  account(start, sent, static_cast<int>(members.size()) - 1);
   return means;
 }
 

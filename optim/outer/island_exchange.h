@@ -9,22 +9,48 @@
 // So each island sends 2(k-1)/k of the encoded tensor -- a ring all-reduce's volume at the codec's
 // width -- the error is two roundings, and no island's copy differs in a bit (island j uses the
 // decoded bytes of its own chunk too, not its unrounded sum).
+//
+// Authenticated (islands as separate jobs with a job secret): every message carries an HMAC-SHA256
+// tag of its bytes in a context naming the session, the exchange, the attempt, the phase, sender and
+// receiver, so a chunk altered in flight, replayed from another round or made without the secret
+// fails. Each receiver checks every tag before it decodes anything; the islands then agree (one
+// small all-reduce per phase) on whether any chunk failed, and if one did, the exchange is run again
+// from the start, up to kAuthenticatedAttempts times -- a failed chunk is never averaged in.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/message_authenticator.h"
 #include "optim/outer/codec.h"
 #include "optim/outer/simulated_link.h"
 
 namespace atl::optim::outer {
 
+// The job secret and what makes this group's tags its own (the rendezvous' nonce and round).
+struct ExchangeAuthentication {
+  std::shared_ptr<const comm::MessageAuthenticator> authenticator;
+  std::string session;
+};
+
+// Test hook (ATOLL_FAULT corrupt_chunk@EXCHANGE:ISLAND): island `island` flips a byte of the first
+// chunk it sends in its `exchange`-th exchange (1-based), after tagging it, as a link would.
+struct InFlightCorruption {
+  int64_t exchange = -1;
+  int island = -1;
+};
+
 class IslandExchange {
  public:
+  static constexpr int kAuthenticatedAttempts = 3;
+
   // `islands`: the island group (one rank of every island with the same place in its island).
   IslandExchange(comm::Communicator& islands, Codec codec, SimulatedLink link);
 
@@ -39,6 +65,12 @@ class IslandExchange {
   // member) of each tensor, summed in `members` order.
   std::vector<at::Tensor> group_mean(const std::vector<at::Tensor>& tensors, const std::vector<int>& members);
 
+  // From now on every message is tagged and checked (see the top of this file).
+  void authenticate(ExchangeAuthentication authentication);
+  void corrupt_in_flight(InFlightCorruption corruption) { corruption_ = corruption; }
+  // Chunks this rank received that failed their tag (none of them was averaged in).
+  uint64_t rejected_chunks() const { return rejected_chunks_.load(); }
+
   // Bytes this rank has sent in exchanges (encoded sizes, the volume a link carries).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   // Seconds the simulated link has accounted for.
@@ -46,16 +78,41 @@ class IslandExchange {
 
  private:
   at::Tensor mean_on_host(const at::Tensor& values);
+  // One attempt of mean(): nullopt when a chunk failed its tag (every island then returns nullopt,
+  // with `rejected` the lowest island whose chunk failed).
+  std::optional<at::Tensor> try_mean(const at::Tensor& values, int attempt, uint64_t& sent, int& rejected);
   std::vector<at::Tensor> group_mean_on_host(const std::vector<at::Tensor>& tensors,
                                              const std::vector<int>& members);
+  std::optional<std::vector<at::Tensor>> try_group_mean(const std::vector<at::Tensor>& tensors,
+                                                        const std::vector<int>& members, int attempt,
+                                                        uint64_t& sent, int& rejected);
+  // Runs `attempt_once(attempt, rejected)` until it gives a result, at most kAuthenticatedAttempts
+  // times; then throws naming the island whose chunks kept failing.
+  template <typename Result, typename Attempt>
+  Result retried_until_authentic(Attempt attempt_once);
   void throw_unless_all_finite(const at::Tensor& values);
   void account(std::chrono::steady_clock::time_point start, uint64_t bytes, int messages);
+
+  // Tagging: `message` with its tag appended, and whether a received one's tag is right. Without a
+  // secret, messages travel as they are.
+  int64_t tag_bytes() const;
+  std::string context(int attempt, int phase, int sender, int receiver) const;
+  at::Tensor tagged(const at::Tensor& payload, const std::string& context) const;
+  bool authentic(const at::Tensor& message, int64_t payload_bytes, const std::string& context) const;
+  // The senders whose chunks failed here, agreed over the group: the sender the most receivers
+  // rejected (the lowest of a tie), or -1 when none did. No-op (-1) without a secret.
+  int agree_on_rejected(const std::vector<int>& rejected_here);
+  void corrupt_if_hooked(at::Tensor& message, int attempt);
 
   comm::Communicator& group_;
   Codec codec_;
   SimulatedLink link_;
+  std::optional<ExchangeAuthentication> authentication_;
+  InFlightCorruption corruption_;
+  int64_t exchanges_ = 0;  // mean/group_mean calls so far: part of every tag's context
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> simulated_ns_{0};
+  std::atomic<uint64_t> rejected_chunks_{0};
 };
 
 }  // namespace atl::optim::outer

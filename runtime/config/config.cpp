@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "comm/message_authenticator.h"
 #include "comm/rendezvous_address.h"
 #include "parallel/pipeline/stage_layout.h"
 
@@ -373,6 +374,7 @@ const std::vector<Field>& fields() {
         outer("rendezvous", &OuterConfig::rendezvous),
         outer("island", &OuterConfig::island, at_least(-1)),
         outer("timeout_s", &OuterConfig::timeout_s, above(0)),
+        outer("secret_file", &OuterConfig::secret_file),
         comm("timeout_s", &CommConfig::timeout_s, above(0)),
         comm("flight_records", &CommConfig::flight_records, at_least(1)),
     };
@@ -607,6 +609,9 @@ void require_divisible(Problems& problems, const std::string& a_name, int64_t a,
 void validate_island_jobs(const Config& c, Problems& problems) {
   const OuterConfig& o = c.outer;
   if (!c.islands_are_jobs()) {
+    if (!o.secret_file.empty())
+      problems.push_back("config: outer.secret_file applies only with outer.rendezvous (islands as separate "
+                         "jobs); set outer.rendezvous: HOST:PORT or drop outer.secret_file");
     if (o.island != -1)
       problems.push_back(
           "config: outer.island = " + std::to_string(o.island) +
@@ -615,9 +620,21 @@ void validate_island_jobs(const Config& c, Problems& problems) {
     return;
   }
   try {
-    comm::parse_rendezvous(o.rendezvous);
+    const comm::RendezvousAddress address = comm::parse_rendezvous(o.rendezvous);
+    if (o.secret_file.empty() && !comm::is_loopback_host(address.host))
+      problems.push_back("config: outer.secret_file is required: outer.rendezvous = '" + o.rendezvous +
+                         "' is not a loopback address, and islands meeting over a network must prove the "
+                         "job's secret; make one with `openssl rand -hex 32 > FILE && chmod 600 FILE`, copy "
+                         "it to every island and set outer.secret_file: FILE");
   } catch (const std::invalid_argument& e) {
     problems.push_back(std::string("config: ") + e.what());
+  }
+  if (!o.secret_file.empty()) {
+    try {
+      comm::MessageAuthenticator::from_file(o.secret_file);
+    } catch (const std::invalid_argument& e) {
+      problems.push_back(std::string("config: ") + e.what());
+    }
   }
   if (o.island < 0 || o.island >= c.parallel.islands)
     problems.push_back("config: outer.island = " + std::to_string(o.island) +

@@ -226,7 +226,7 @@ expect_error nonfinite_policy "train.on_nonfinite = 'maybe' is not one of skip, 
   "$work/tiny.yaml" --set train.on_nonfinite=maybe
 expect_error comm_timeout "comm.timeout_s = 0 must be > 0; set comm.timeout_s to a positive number" 2 train \
   "$work/tiny.yaml" --set comm.timeout_s=0
-ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\] or skip_collective@RANK:STEP" \
+ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND" \
   2 train "$work/tiny.yaml"
 expect_error missing_config "config: cannot read $work/none.yaml: No such file or directory; check the path" 2 train "$work/none.yaml"
 expect_error resume_torn "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" 2 train \
@@ -280,6 +280,12 @@ expect_cli_error outer_rendezvous 2 "config: outer.rendezvous = 'nohost' is not 
   plan "$work/tiny.yaml" --set outer.rendezvous=nohost --set outer.island=0
 expect_cli_error outer_island 2 "config: outer.island = -1 must name this job's island, 0 to 0 \(parallel.islands is the number of islands\); pass --set outer.island=I" \
   plan "$work/tiny.yaml" --set outer.rendezvous=127.0.0.1:29400
+expect_cli_error outer_secret_required 2 "config: outer.secret_file is required: outer.rendezvous = '10.0.0.5:29400' is not a loopback address" \
+  plan "$work/tiny.yaml" --set outer.rendezvous=10.0.0.5:29400 --set outer.island=0
+printf '0123456789abcdef0123456789abcdef\n' >"$work/open-secret"
+chmod 644 "$work/open-secret"
+expect_cli_error outer_secret_open 2 "config: outer.secret_file $work/open-secret may be read by other users of this machine; chmod 600" \
+  plan "$work/tiny.yaml" --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.secret_file="$work/open-secret"
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate

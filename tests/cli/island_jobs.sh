@@ -6,6 +6,9 @@
 # The island jobs stop at step 16 and resume from their own checkpoints: still bit for bit, and island
 # jobs that would resume from different steps stop with one line, exit 2, before training.
 # A job whose island never comes fails at outer.timeout_s with one line, exit 1, not a hang.
+# With the job secret (atoll rendezvous --secret-file, outer.secret_file): the islands train bit for
+# bit the same although one alters a chunk in flight (its receiver's HMAC check catches it, the
+# exchange runs again); an island with another secret, or none, is refused with one line, exit 2.
 # Usage: island_jobs.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -38,15 +41,16 @@ timeout 300 "$atoll" launch "$work/islands.yaml" --set train.steps=16 >"$work/si
 rendezvous=$!
 for _ in $(seq 1 250); do grep -q "serving islands on port" "$work/rendezvous.log" && break; sleep 0.02; done
 port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$work/rendezvous.log")
-# island_jobs LABEL ISLAND_2_OVERRIDE OVERRIDES...: one `atoll launch` per island, island 2 with one
-# more override ("" for none); $statuses: their exit codes.
+# island_jobs LABEL ISLAND_2_OVERRIDE OVERRIDES...: one `atoll launch` per island (run directories
+# $work/$run_dirs-ISLAND), island 2 with one more override ("" for none); $statuses: their exit codes.
+run_dirs=island
 island_jobs() {
   local label=$1 island_2_override=$2 island jobs=() extra
   shift 2
   for island in 0 1 2; do
     extra=()
     [[ $island == 2 && -n $island_2_override ]] && extra=(--set "$island_2_override")
-    timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/island-$island" \
+    timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/$run_dirs-$island" \
       --set outer.rendezvous="127.0.0.1:$port" --set outer.island=$island "$@" "${extra[@]}" \
       >"$work/$label-$island.log" 2>&1 &
     jobs+=($!)
@@ -104,6 +108,52 @@ if [[ ${statuses[*]} == "1 1" ]] && grep -q "outer rendezvous: round 0: 2 of the
 else
   check fail "missing island (exit ${statuses[*]})" "$work/alone-0.log"
 fi
+
+# The job secret: a rendezvous that admits only islands proving it. Three island jobs holding it, one
+# of which alters a byte of its first chunk in flight (ATOLL_FAULT corrupt_chunk@1:1): the receiver's
+# HMAC check catches it, the exchange runs again, and the islands train bit for bit as the single world.
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/other-secret"
+chmod 600 "$work/secret" "$work/other-secret"
+"$atoll" rendezvous --port 0 --secret-file "$work/secret" >"$work/rendezvous-secret.log" 2>&1 &
+guarded=$!
+for _ in $(seq 1 250); do grep -q "serving islands on port" "$work/rendezvous-secret.log" && break; sleep 0.02; done
+port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$work/rendezvous-secret.log")
+first16() { awk '$1 <= 16'; }
+run_dirs=secret
+ATOLL_FAULT=corrupt_chunk@1:1 island_jobs secret "" --set train.steps=16 --set outer.secret_file="$work/secret"
+if [[ ${statuses[*]} == "0 0 0" ]] &&
+    grep -q "atoll: outer exchange: a chunk island 1 sent to island 0 failed its HMAC check (altered in flight, or not made with the job's secret); it was not averaged in" "$work/secret-0.log"; then
+  check ok "three island jobs holding the job secret: a chunk altered in flight was caught by its HMAC at island 0, not averaged in, and the exchange ran again"
+else
+  check fail "island jobs with the secret and an altered chunk (exit ${statuses[*]})" "$work/secret-0.log"
+fi
+if [[ -n $(losses "$work/secret-0/metrics.jsonl") ]] &&
+    diff <(losses "$work/single/metrics.jsonl" | first16) <(losses "$work/secret-0/metrics.jsonl") >"$work/secret.diff" &&
+    diff <(islands_validation "$work/single/metrics.jsonl" | first16) <(islands_validation "$work/secret-2/metrics.jsonl") >>"$work/secret.diff"; then
+  check ok "with the secret and the altered chunk: 16 steps' losses and every island's and phi's validation bitwise the single world's"
+else
+  check fail "the authenticated island jobs differ from the single-world run" "$work/secret.diff"
+fi
+# An island with another secret, and one with none, are refused at the rendezvous: one line, exit 2.
+timeout 60 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/refused" --set outer.rendezvous="127.0.0.1:$port" \
+  --set outer.island=2 --set outer.secret_file="$work/other-secret" >"$work/refused.log" 2>&1
+status=$?
+if [[ $status -eq 2 ]] && grep -q "outer.rendezvous 127.0.0.1:$port refused island 2: its outer.secret_file $work/other-secret is not the job's secret; copy the secret file the other islands use" "$work/refused.log"; then
+  check ok "an island with another secret is refused at the rendezvous with one line, exit 2"
+else
+  check fail "island with another secret (exit $status)" "$work/refused.log"
+fi
+timeout 60 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/refused" --set outer.rendezvous="127.0.0.1:$port" \
+  --set outer.island=2 >"$work/no-secret.log" 2>&1
+status=$?
+if [[ $status -eq 2 ]] && grep -q "refused island 2: this job's islands prove a job secret; set outer.secret_file" "$work/no-secret.log"; then
+  check ok "an island without the secret is refused at the rendezvous with one line, exit 2"
+else
+  check fail "island without a secret (exit $status)" "$work/no-secret.log"
+fi
+kill -TERM $guarded
+wait $guarded
 
 kill -TERM $rendezvous
 wait $rendezvous
