@@ -48,7 +48,8 @@ std::vector<Arrival> parse_arrivals(const std::string& text, Accept accepted) {
       continue;  // not an island's entry
     }
     if (!accepted(arrival)) continue;
-    if (std::none_of(arrivals.begin(), arrivals.end(), [&](const Arrival& a) { return a.island == arrival.island; }))
+    if (std::none_of(arrivals.begin(), arrivals.end(),
+                     [&](const Arrival& a) { return a.island == arrival.island; }))
       arrivals.push_back(std::move(arrival));
   }
   std::sort(arrivals.begin(), arrivals.end(),
@@ -134,8 +135,8 @@ void IslandRendezvous::admit(const std::string& where) {
   const std::string mine = admission_record(*options_.authenticator);
   const std::string record = text_of(store_->compareSet(kAdmissionKey, {}, bytes_of(mine)));
   const size_t colon = record.find(':');
-  if (colon == std::string::npos ||
-      !options_.authenticator->verify_hex(kAdmissionContext, record.substr(0, colon), record.substr(colon + 1)))
+  if (colon == std::string::npos || !options_.authenticator->verify_hex(
+                                        kAdmissionContext, record.substr(0, colon), record.substr(colon + 1)))
     throw std::invalid_argument(where + " refused island " + std::to_string(options_.island) + ": its " +
                                 options_.authenticator->source() +
                                 " is not the job's secret; copy the secret file the other islands use");
@@ -151,12 +152,13 @@ std::string IslandRendezvous::proof(const std::string& round) const {
 bool IslandRendezvous::proven(int island, const std::string& token, const std::string& given,
                               const std::string& round) const {
   if (!options_.authenticator) return true;
-  return options_.authenticator->verify_hex(kArrivalContext,
-                                            nonce_ + "|" + round + "|" + std::to_string(island) + "|" + token, given);
+  return options_.authenticator->verify_hex(
+      kArrivalContext, nonce_ + "|" + round + "|" + std::to_string(island) + "|" + token, given);
 }
 
 std::string IslandRendezvous::session(const RoundMembership& membership, int position) const {
-  return nonce_ + "|" + round_key(membership.round, membership.attempt) + "position/" + std::to_string(position);
+  return nonce_ + "|" + round_key(membership.round, membership.attempt) + "position/" +
+         std::to_string(position);
 }
 
 RoundMembership IslandRendezvous::join(int64_t round, int attempt) {

@@ -37,7 +37,8 @@ class RendezvousServer {
  public:
   // Port 0 picks a free port (port() tells which). With `authenticator`, islands must prove its
   // secret to be admitted.
-  explicit RendezvousServer(uint16_t port, std::shared_ptr<const MessageAuthenticator> authenticator = nullptr);
+  explicit RendezvousServer(uint16_t port,
+                            std::shared_ptr<const MessageAuthenticator> authenticator = nullptr);
   uint16_t port() const { return store_->getPort(); }
 
  private:

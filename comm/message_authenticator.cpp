@@ -39,27 +39,31 @@ std::string to_hex(const uint8_t* data, size_t size) {
 MessageAuthenticator::MessageAuthenticator(std::string secret, std::string source)
     : secret_(std::move(secret)), source_(std::move(source)) {
   if (secret_.size() < kMinSecretBytes)
-    throw std::invalid_argument("the job secret has " + std::to_string(secret_.size()) + " bytes, fewer than " +
-                                std::to_string(kMinSecretBytes) + "; make one with `openssl rand -hex 32`");
+    throw std::invalid_argument("the job secret has " + std::to_string(secret_.size()) +
+                                " bytes, fewer than " + std::to_string(kMinSecretBytes) +
+                                "; make one with `openssl rand -hex 32`");
 }
 
 MessageAuthenticator MessageAuthenticator::from_file(const std::string& path, const std::string& option) {
   const std::string field = option + " " + path;
   struct stat status {};
   if (stat(path.c_str(), &status) != 0 || !S_ISREG(status.st_mode))
-    throw std::invalid_argument(field + " is not a readable file; make the job's secret with "
-                                        "`openssl rand -hex 32 > FILE && chmod 600 FILE` and copy it to every island");
+    throw std::invalid_argument(
+        field +
+        " is not a readable file; make the job's secret with "
+        "`openssl rand -hex 32 > FILE && chmod 600 FILE` and copy it to every island");
   if ((status.st_mode & (S_IRWXG | S_IRWXO)) != 0)
     throw std::invalid_argument(field + " may be read by other users of this machine; chmod 600 " + path);
   std::ifstream in(path, std::ios::binary);
   std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.eof() && in.fail()) throw std::invalid_argument(field + " could not be read; check its permissions");
+  if (!in.eof() && in.fail())
+    throw std::invalid_argument(field + " could not be read; check its permissions");
   if (!secret.empty() && secret.back() == '\n') secret.pop_back();
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
   if (secret.size() < kMinSecretBytes)
     throw std::invalid_argument(field + " holds " + std::to_string(secret.size()) + " bytes, fewer than " +
-                                std::to_string(kMinSecretBytes) + "; make one with `openssl rand -hex 32 > " + path +
-                                "`");
+                                std::to_string(kMinSecretBytes) + "; make one with `openssl rand -hex 32 > " +
+                                path + "`");
   return MessageAuthenticator(std::move(secret), field);
 }
 
@@ -72,11 +76,13 @@ MessageAuthenticator::Tag MessageAuthenticator::tag(std::string_view context, co
   char digest[] = "SHA256";
   const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
                                OSSL_PARAM_construct_end()};
-  check(EVP_MAC_init(ctx.get(), reinterpret_cast<const unsigned char*>(secret_.data()), secret_.size(), params),
-        "HMAC init");
+  check(
+      EVP_MAC_init(ctx.get(), reinterpret_cast<const unsigned char*>(secret_.data()), secret_.size(), params),
+      "HMAC init");
   const uint64_t context_size = context.size();
-  check(EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(&context_size), sizeof(context_size)),
-        "HMAC update");
+  check(
+      EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(&context_size), sizeof(context_size)),
+      "HMAC update");
   check(EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(context.data()), context.size()),
         "HMAC update");
   check(EVP_MAC_update(ctx.get(), data, size), "HMAC update");
@@ -98,7 +104,8 @@ std::string MessageAuthenticator::hex_tag(std::string_view context, std::string_
   return to_hex(t.data(), t.size());
 }
 
-bool MessageAuthenticator::verify_hex(std::string_view context, std::string_view text, std::string_view hex) const {
+bool MessageAuthenticator::verify_hex(std::string_view context, std::string_view text,
+                                      std::string_view hex) const {
   const std::string actual = hex_tag(context, text);
   return hex.size() == actual.size() && CRYPTO_memcmp(actual.data(), hex.data(), actual.size()) == 0;
 }

@@ -25,7 +25,8 @@ class MessageAuthenticator {
   // The secret in `path` (one trailing newline dropped, so `openssl rand -hex 32 > F` works). Throws
   // std::invalid_argument naming `option` (where the path came from), the file and the fix when it
   // cannot be read, is too short, or other users may read it (group/other permission bits set).
-  static MessageAuthenticator from_file(const std::string& path, const std::string& option = "outer.secret_file");
+  static MessageAuthenticator from_file(const std::string& path,
+                                        const std::string& option = "outer.secret_file");
 
   // The tag of `data` in `context` (what the bytes are: round, sender, receiver, ...). The context is
   // length-prefixed, so no context/data split of the same bytes gives another's tag.

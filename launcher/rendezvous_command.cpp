@@ -42,10 +42,12 @@ RendezvousOptions parse_options(const Args& args) {
       continue;
     }
     const std::optional<std::string> value = option_value(args, i, "--port");
-    if (!value) throw std::invalid_argument("unexpected argument '" + args[i] + "'; usage: " + kRendezvousUsage);
+    if (!value)
+      throw std::invalid_argument("unexpected argument '" + args[i] + "'; usage: " + kRendezvousUsage);
     if (value->empty() || value->find_first_not_of("0123456789") != std::string::npos || value->size() > 5 ||
         std::stoi(*value) > 65535)
-      throw std::invalid_argument("--port " + *value + " is not a port number (0-65535); usage: " + kRendezvousUsage);
+      throw std::invalid_argument("--port " + *value +
+                                  " is not a port number (0-65535); usage: " + kRendezvousUsage);
     options.port = static_cast<uint16_t>(std::stoi(*value));
   }
   return options;

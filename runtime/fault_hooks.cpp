@@ -6,7 +6,8 @@
 namespace atl::runtime {
 namespace {
 
-constexpr const char* kForms = "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND";
+constexpr const char* kForms =
+    "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND";
 
 // "A:B" or "A" -> {A, B or fallback}.
 std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string& text, int64_t fallback) {
@@ -15,8 +16,7 @@ std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string&
     if (colon == std::string::npos) return {std::stoll(text), fallback};
     return {std::stoll(text.substr(0, colon)), std::stoll(text.substr(colon + 1))};
   } catch (const std::exception&) {
-    throw std::invalid_argument("ATOLL_FAULT: cannot read '" + entry +
-                                "'; use " + std::string(kForms));
+    throw std::invalid_argument("ATOLL_FAULT: cannot read '" + entry + "'; use " + std::string(kForms));
   }
 }
 
@@ -42,8 +42,7 @@ FaultHooks FaultHooks::parse(const std::string& text) {
       hooks.corrupt_chunk_exchange = exchange;
       hooks.corrupt_chunk_island = static_cast<int>(island);
     } else {
-      throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry +
-                                  "'; use " + std::string(kForms));
+      throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry + "'; use " + std::string(kForms));
     }
   }
   return hooks;

@@ -171,7 +171,7 @@ IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCo
   options.grace = options.timeout;
   options.gloo.address = comm::local_address_towards(address.host);
   options.token = island_token(world);
-  if (!config.outer.secret_file.empty())
+  if (config.outer.has_secret())
     options.authenticator = std::make_shared<comm::MessageAuthenticator>(
         comm::MessageAuthenticator::from_file(config.outer.secret_file));
   comm::IslandRendezvous rendezvous(address, options);

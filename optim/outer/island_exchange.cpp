@@ -15,7 +15,8 @@ IslandExchange::IslandExchange(comm::Communicator& islands, Codec codec, Simulat
     : group_(islands), codec_(codec), link_(link) {}
 
 void IslandExchange::authenticate(ExchangeAuthentication authentication) {
-  if (!authentication.authenticator) throw std::invalid_argument("IslandExchange::authenticate: no authenticator");
+  if (!authentication.authenticator)
+    throw std::invalid_argument("IslandExchange::authenticate: no authenticator");
   authentication_ = std::move(authentication);
 }
 
@@ -39,7 +40,8 @@ at::Tensor IslandExchange::tagged(const at::Tensor& payload, const std::string& 
   return message;
 }
 
-bool IslandExchange::authentic(const at::Tensor& message, int64_t payload_bytes, const std::string& context) const {
+bool IslandExchange::authentic(const at::Tensor& message, int64_t payload_bytes,
+                               const std::string& context) const {
   if (!authentication_) return true;
   const uint8_t* bytes = message.data_ptr<uint8_t>();
   return authentication_->authenticator->verify(context, bytes, static_cast<size_t>(payload_bytes),
@@ -81,14 +83,14 @@ Result IslandExchange::retried_until_authentic(Attempt attempt_once) {
     if (result) return std::move(*result);
     if (group_.rank() == 0)
       std::cerr << "atoll: outer exchange " << exchanges_ << ": island " << rejected
-                << "'s chunk failed its HMAC check; the exchange runs again (attempt " << attempt + 2 << " of "
-                << kAuthenticatedAttempts << ")\n";
+                << "'s chunk failed its HMAC check; the exchange runs again (attempt " << attempt + 2
+                << " of " << kAuthenticatedAttempts << ")\n";
   }
-  throw std::runtime_error("outer exchange " + std::to_string(exchanges_) + ": chunks from island " +
-                           std::to_string(rejected) + " failed their HMAC check " +
-                           std::to_string(kAuthenticatedAttempts) +
-                           " times in a row and were never averaged in; check that island's outer.secret_file "
-                           "and its link, then resume every island from the last checkpoint");
+  throw std::runtime_error(
+      "outer exchange " + std::to_string(exchanges_) + ": chunks from island " + std::to_string(rejected) +
+      " failed their HMAC check " + std::to_string(kAuthenticatedAttempts) +
+      " times in a row and were never averaged in; check that island's outer.secret_file "
+      "and its link, then resume every island from the last checkpoint");
 }
 
 void IslandExchange::account(Clock::time_point start, uint64_t bytes, int messages) {
@@ -165,7 +167,8 @@ std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int
     corrupt_if_hooked(message, attempt);
     ops.push_back({comm::P2POp::Kind::kSend, message, j, 0});
     sent += static_cast<uint64_t>(message.numel());
-    received[static_cast<size_t>(j)] = at::empty({my_chunk_bytes + tag}, at::TensorOptions().dtype(at::kByte));
+    received[static_cast<size_t>(j)] =
+        at::empty({my_chunk_bytes + tag}, at::TensorOptions().dtype(at::kByte));
     ops.push_back({comm::P2POp::Kind::kRecv, received[static_cast<size_t>(j)], j, 0});
   }
   group_.batch_p2p(ops)->wait();
@@ -188,8 +191,9 @@ std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int
   sent += static_cast<uint64_t>(slot) * static_cast<uint64_t>(k - 1);
   rejected_here.clear();
   for (int j = 0; j < k && authentication_; ++j)
-    if (j != me && !authentic(gathered.narrow(0, slot * j, slot),
-                              encoded_bytes(codec_, comm::shard_range(n, k, j).numel), context(attempt, 2, j, -1)))
+    if (j != me &&
+        !authentic(gathered.narrow(0, slot * j, slot),
+                   encoded_bytes(codec_, comm::shard_range(n, k, j).numel), context(attempt, 2, j, -1)))
       rejected_here.push_back(j);
   if ((rejected = agree_on_rejected(rejected_here)) >= 0) return std::nullopt;
 
@@ -214,7 +218,8 @@ std::vector<at::Tensor> IslandExchange::group_mean_on_host(const std::vector<at:
 
 std::optional<std::vector<at::Tensor>> IslandExchange::try_group_mean(const std::vector<at::Tensor>& tensors,
                                                                       const std::vector<int>& members,
-                                                                      int attempt, uint64_t& sent, int& rejected) {
+                                                                      int attempt, uint64_t& sent,
+                                                                      int& rejected) {
   const int me = group_.rank();
   std::vector<comm::P2POp> ops;
   // encoded[t][m]: tensor t of member m (this island's own encoded too: every member decodes the

@@ -609,9 +609,10 @@ void require_divisible(Problems& problems, const std::string& a_name, int64_t a,
 void validate_island_jobs(const Config& c, Problems& problems) {
   const OuterConfig& o = c.outer;
   if (!c.islands_are_jobs()) {
-    if (!o.secret_file.empty())
-      problems.push_back("config: outer.secret_file applies only with outer.rendezvous (islands as separate "
-                         "jobs); set outer.rendezvous: HOST:PORT or drop outer.secret_file");
+    if (o.has_secret())
+      problems.push_back(
+          "config: outer.secret_file applies only with outer.rendezvous (islands as separate "
+          "jobs); set outer.rendezvous: HOST:PORT or drop outer.secret_file");
     if (o.island != -1)
       problems.push_back(
           "config: outer.island = " + std::to_string(o.island) +
@@ -621,7 +622,7 @@ void validate_island_jobs(const Config& c, Problems& problems) {
   }
   try {
     const comm::RendezvousAddress address = comm::parse_rendezvous(o.rendezvous);
-    if (o.secret_file.empty() && !comm::is_loopback_host(address.host))
+    if (!o.has_secret() && !comm::is_loopback_host(address.host))
       problems.push_back("config: outer.secret_file is required: outer.rendezvous = '" + o.rendezvous +
                          "' is not a loopback address, and islands meeting over a network must prove the "
                          "job's secret; make one with `openssl rand -hex 32 > FILE && chmod 600 FILE`, copy "
@@ -629,7 +630,7 @@ void validate_island_jobs(const Config& c, Problems& problems) {
   } catch (const std::invalid_argument& e) {
     problems.push_back(std::string("config: ") + e.what());
   }
-  if (!o.secret_file.empty()) {
+  if (o.has_secret()) {
     try {
       comm::MessageAuthenticator::from_file(o.secret_file);
     } catch (const std::invalid_argument& e) {

@@ -217,8 +217,10 @@ struct OuterConfig {
   double timeout_s = 60.0;  // with rendezvous: longest the islands wait for each other
   // With rendezvous: the file holding the job's secret (at least 16 bytes, mode 600), the same on
   // every island; required unless the rendezvous is on a loopback address. Admits islands at the
-  // rendezvous and authenticates every exchanged chunk (HMAC-SHA256). "": none.
-  std::string secret_file;
+  // rendezvous and authenticates every exchanged chunk (HMAC-SHA256). "none": no secret.
+  std::string secret_file = kNoSecret;
+  static constexpr const char* kNoSecret = "none";
+  bool has_secret() const { return secret_file != kNoSecret; }
 };
 
 // Collective health (DESIGN §3): every collective is recorded in a flight-recorder ring, and a

@@ -90,9 +90,10 @@ TEST_F(ExchangeAuthentication, AnIslandWithAnotherSecretIsNamedAndNeverAveragedI
     tagged.mean(values());
     ADD_FAILURE() << "a mean was taken with an impostor's chunks";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("chunks from island " + std::to_string(impostor) +
-                                         " failed their HMAC check 3 times in a row and were never averaged in"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("chunks from island " + std::to_string(impostor) +
+                                   " failed their HMAC check 3 times in a row and were never averaged in"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -29,7 +29,9 @@ std::string hex(const MessageAuthenticator::Tag& tag) {
   return out;
 }
 
-const uint8_t* bytes(const std::string& text) { return reinterpret_cast<const uint8_t*>(text.data()); }
+const uint8_t* bytes(const std::string& text) {
+  return reinterpret_cast<const uint8_t*>(text.data());
+}
 
 TEST(MessageAuthenticator, TagIsHmacSha256OfTheLengthPrefixedContextAndTheData) {
   const MessageAuthenticator auth(kSecret);
@@ -38,8 +40,10 @@ TEST(MessageAuthenticator, TagIsHmacSha256OfTheLengthPrefixedContextAndTheData) 
   EXPECT_EQ(hex(auth.tag("round 3|1>2", bytes(data), data.size())),
             "eef1bea96e17194fcac4cb671d4d8db2b708f63585a11b12d74ccaffa9db6f12");
   const std::string hi = "Hi There";
-  EXPECT_EQ(hex(auth.tag("", bytes(hi), hi.size())), "02527353a00d1b49187a8f2c448387bd61eec24424c896a960ab5d28b4ab027f");
-  EXPECT_EQ(auth.hex_tag("round 3|1>2", data), "eef1bea96e17194fcac4cb671d4d8db2b708f63585a11b12d74ccaffa9db6f12");
+  EXPECT_EQ(hex(auth.tag("", bytes(hi), hi.size())),
+            "02527353a00d1b49187a8f2c448387bd61eec24424c896a960ab5d28b4ab027f");
+  EXPECT_EQ(auth.hex_tag("round 3|1>2", data),
+            "eef1bea96e17194fcac4cb671d4d8db2b708f63585a11b12d74ccaffa9db6f12");
 }
 
 TEST(MessageAuthenticator, AnyChangedByteContextOrSecretFailsVerification) {
@@ -66,9 +70,8 @@ TEST(MessageAuthenticator, AnyChangedByteContextOrSecretFailsVerification) {
 
 class SecretFile : public ::testing::Test {
  protected:
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("atoll-secret-" + std::to_string(::getpid())))
-                         .string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("atoll-secret-" + std::to_string(::getpid()))).string();
   void write(const std::string& content, mode_t mode) {
     std::ofstream(path, std::ios::binary) << content;
     ::chmod(path.c_str(), mode);
@@ -87,19 +90,23 @@ class SecretFile : public ::testing::Test {
 TEST_F(SecretFile, ReadsTheSecretWithoutItsTrailingNewline) {
   write(kSecret + "\n", 0600);
   const std::string data = "x";
-  EXPECT_EQ(MessageAuthenticator::from_file(path).hex_tag("c", data), MessageAuthenticator(kSecret).hex_tag("c", data));
+  EXPECT_EQ(MessageAuthenticator::from_file(path).hex_tag("c", data),
+            MessageAuthenticator(kSecret).hex_tag("c", data));
   EXPECT_EQ(MessageAuthenticator::from_file(path).source(), "outer.secret_file " + path);
 }
 
 TEST_F(SecretFile, RefusesAMissingShortOrOpenFileWithOneLine) {
-  EXPECT_EQ(refusal(), "outer.secret_file " + path +
-                           " is not a readable file; make the job's secret with `openssl rand -hex 32 > FILE && "
-                           "chmod 600 FILE` and copy it to every island");
+  EXPECT_EQ(refusal(),
+            "outer.secret_file " + path +
+                " is not a readable file; make the job's secret with `openssl rand -hex 32 > FILE && "
+                "chmod 600 FILE` and copy it to every island");
   write("short\n", 0600);
-  EXPECT_EQ(refusal(), "outer.secret_file " + path + " holds 5 bytes, fewer than 16; make one with `openssl rand -hex 32 > " +
-                           path + "`");
+  EXPECT_EQ(refusal(), "outer.secret_file " + path +
+                           " holds 5 bytes, fewer than 16; make one with `openssl rand -hex 32 > " + path +
+                           "`");
   write(kSecret, 0644);
-  EXPECT_EQ(refusal(), "outer.secret_file " + path + " may be read by other users of this machine; chmod 600 " + path);
+  EXPECT_EQ(refusal(),
+            "outer.secret_file " + path + " may be read by other users of this machine; chmod 600 " + path);
   EXPECT_THROW(MessageAuthenticator("fifteen bytes!!"), std::invalid_argument);
 }
 
