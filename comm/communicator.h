@@ -14,10 +14,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace atl::comm {
+
+// An operation of a group over TCP (Gloo) failed: a member is gone (its connections closed) or timed out.
+// The group is unusable afterwards; the islands meet again and build a new one.
+class GroupFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class FlightRecorder;
 

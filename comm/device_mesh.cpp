@@ -110,6 +110,10 @@ std::vector<DeviceBackend*> DeviceMesh::device_backends() const {
   return backends;
 }
 
+void DeviceMesh::replace_island_group(std::unique_ptr<Communicator> islands) {
+  island_->replace_control(std::move(islands));
+}
+
 std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {
   constexpr int kHostLen = 64;
   char host[kHostLen] = {};

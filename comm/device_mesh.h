@@ -50,6 +50,10 @@ class DeviceMesh {
   // The groups' NCCL planes, for the watchdog to poll and abort (empty on a CPU run).
   std::vector<DeviceBackend*> device_backends() const;
 
+  // Islands as separate jobs with a membership per outer round: this rank's island group becomes
+  // `islands` (the round's members at its place). Not while an operation on it runs.
+  void replace_island_group(std::unique_ptr<Communicator> islands);
+
   // One row per world rank: host, coordinates. Collective (gathers host names); the text is
   // complete on rank 0.
   std::string rank_table(const MpiCommunicator& world) const;

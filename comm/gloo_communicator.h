@@ -23,13 +23,6 @@
 
 namespace atl::comm {
 
-// An operation of a Gloo group failed: a member is gone (its connections closed) or timed out.
-// The group is unusable afterwards; the islands meet again and build a new one.
-class GroupFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // The reason in a c10d or Gloo error, on one line (c10's what() carries a C++ backtrace).
 std::string one_line_reason(const std::exception& error);
 

@@ -197,6 +197,40 @@ RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   return membership;
 }
 
+bool IslandRendezvous::settle(const RoundMembership& membership, int position, int positions,
+                              bool succeeded) {
+  const std::string key = round_key(membership.round, membership.attempt) + "settle/";
+  const auto decide = [&](const char* outcome) {
+    return text_of(store_->compareSet(key + "outcome", {}, bytes_of(outcome))) == "1";
+  };
+  // A failure decides before its report exists, so whoever sees every report present finds the
+  // outcome already written when one of them is a failure.
+  if (!succeeded) decide("0");
+  store_->set(key + std::to_string(options_.island) + "/" + std::to_string(position),
+              bytes_of(succeeded ? "1" : "0"));
+  std::vector<std::string> reports;
+  for (int island : membership.islands)
+    for (int p = 0; p < positions; ++p)
+      reports.push_back(key + std::to_string(island) + "/" + std::to_string(p));
+  const auto start = Clock::now();
+  while (!store_->check({key + "outcome"})) {
+    if (store_->check(reports)) return decide("1");
+    if (Clock::now() - start > options_.timeout) return decide("0");  // a member died before reporting
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return text_of(store_->get(key + "outcome")) == "1";
+}
+
+std::optional<int64_t> IslandRendezvous::latest_round() {
+  if (!store_->check({"latest_round"})) return std::nullopt;
+  return std::stoll(text_of(store_->get("latest_round")));
+}
+
+void IslandRendezvous::record_round(int64_t round) {
+  const std::optional<int64_t> latest = latest_round();
+  if (!latest || round > *latest) store_->set("latest_round", bytes_of(std::to_string(round)));
+}
+
 std::unique_ptr<GlooCommunicator> IslandRendezvous::group(const RoundMembership& membership, int position,
                                                           const std::string& name) {
   if (!membership.member())

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,17 @@ class IslandRendezvous {
   // member island builds its own). Blocks until every member's rank at that position has joined.
   std::unique_ptr<GlooCommunicator> group(const RoundMembership& membership, int position,
                                           const std::string& name);
+
+  // Whether a round's exchange counts: every rank of every member says whether its own part
+  // (`position` of `positions` per island) succeeded; the first rank that knows the answer -- a
+  // failure of its own, every part reported a success, or the timeout -- writes the outcome once
+  // (compare-and-set) and every rank returns that outcome. So a round is applied by every rank of
+  // every member or by none, even when an island dies after some had their result.
+  bool settle(const RoundMembership& membership, int position, int positions, bool succeeded);
+  // The newest round whose exchange counted (record_round), if any: how an island that was away
+  // learns where the others are.
+  std::optional<int64_t> latest_round();
+  void record_round(int64_t round);
 
   const IslandRendezvousOptions& options() const { return options_; }
   // What makes the tags of a round's exchanges its own (the admission nonce and the round): the

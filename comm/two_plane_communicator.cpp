@@ -15,6 +15,13 @@ TwoPlaneCommunicator::TwoPlaneCommunicator(std::unique_ptr<Communicator> control
   if (device_) device_->count_into(counters());
 }
 
+void TwoPlaneCommunicator::replace_control(std::unique_ptr<Communicator> control) {
+  control_ = std::move(control);
+  label_ = control_->label();
+  control_->count_into(counters());
+  control_->record_in(recorder());
+}
+
 DeviceBackend* TwoPlaneCommunicator::device_backend() const {
   return dynamic_cast<DeviceBackend*>(device_.get());
 }

@@ -35,6 +35,10 @@ class TwoPlaneCommunicator final : public Communicator {
   std::shared_ptr<void> progress_in_background() override;
   void record_in(FlightRecorder* recorder) override;
 
+  // Islands whose membership changes per outer round: the round's group replaces the control plane
+  // (same counters, same recorder; the label becomes the new group's). Not while an operation runs.
+  void replace_control(std::unique_ptr<Communicator> control);
+
   // The NCCL plane as the watchdog sees it; null on a CPU run.
   DeviceBackend* device_backend() const;
 

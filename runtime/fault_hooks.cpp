@@ -7,7 +7,8 @@ namespace atl::runtime {
 namespace {
 
 constexpr const char* kForms =
-    "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND";
+    "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP, corrupt_chunk@EXCHANGE:ISLAND, sigkill@STEP or "
+    "sigkill_in_exchange@EXCHANGE";
 
 // "A:B" or "A" -> {A, B or fallback}.
 std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string& text, int64_t fallback) {
@@ -41,6 +42,10 @@ FaultHooks FaultHooks::parse(const std::string& text) {
       const auto [exchange, island] = numbers(entry, args, 0);
       hooks.corrupt_chunk_exchange = exchange;
       hooks.corrupt_chunk_island = static_cast<int>(island);
+    } else if (kind == "sigkill") {
+      hooks.sigkill_step = numbers(entry, args, 0).first;
+    } else if (kind == "sigkill_in_exchange") {
+      hooks.sigkill_exchange = numbers(entry, args, 0).first;
     } else {
       throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry + "'; use " + std::string(kForms));
     }

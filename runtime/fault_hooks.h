@@ -6,6 +6,10 @@
 //   corrupt_chunk@EXCHANGE:ISLAND  island ISLAND flips a byte of the first chunk it sends in its
 //                                EXCHANGE-th outer exchange, after tagging it (the job secret's HMAC
 //                                catches it; IslandExchange::corrupt_in_flight)
+//   sigkill@STEP                 every rank of this job kills itself (SIGKILL) at the start of step
+//                                STEP, as a machine that loses power (the elastic islands' case)
+//   sigkill_in_exchange@EXCHANGE every rank of this job dies (SIGKILL) in its EXCHANGE-th outer
+//                                exchange, its first phase sent (IslandExchange::die_in_exchange)
 // Steps are 1-based, as in the progress lines.
 #pragma once
 
@@ -21,6 +25,8 @@ struct FaultHooks {
   int skip_collective_rank = -1;
   int64_t corrupt_chunk_exchange = -1;
   int corrupt_chunk_island = -1;
+  int64_t sigkill_step = -1;
+  int64_t sigkill_exchange = -1;
 
   // Parses ATOLL_FAULT's value; throws std::invalid_argument naming a malformed entry.
   static FaultHooks parse(const std::string& text);

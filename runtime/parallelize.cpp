@@ -103,6 +103,7 @@ void add_islands(const Config& config, ParallelLayout& layout,
   if (o.algorithm == OuterAlgorithm::kNone) return;
   optim::outer::OuterOptions options;
   options.algorithm = outer_algorithm(o.algorithm);
+  options.islands = config.parallel.islands;
   options.inner_steps = o.inner_steps;
   options.fragments = o.fragments;
   options.delay = o.delay;
@@ -143,18 +144,6 @@ at::ScalarType scalar_type(Precision precision) {
 
 namespace {
 
-// The token every rank of this island job arrives with at the rendezvous: rank 0's.
-std::string island_token(const comm::MpiCommunicator& world) {
-  constexpr int kBytes = 128;
-  std::array<char, kBytes> token{};
-  if (world.rank() == 0) {
-    const std::string mine = comm::process_token();
-    std::copy_n(mine.begin(), std::min<size_t>(mine.size(), kBytes - 1), token.begin());
-  }
-  MPI_CHECK(MPI_Bcast(token.data(), kBytes, MPI_CHAR, 0, world.handle()));
-  return std::string(token.data());
-}
-
 // Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
 // every island, met at outer.rendezvous; with the job secret, how its exchanges are authenticated.
 struct IslandGroupOverTcp {
@@ -163,18 +152,8 @@ struct IslandGroupOverTcp {
 };
 
 IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCommunicator& world) {
-  const comm::RendezvousAddress address = comm::parse_rendezvous(config.outer.rendezvous);
-  comm::IslandRendezvousOptions options;
-  options.island = config.outer.island;
-  options.min_islands = options.max_islands = config.parallel.islands;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.outer.timeout_s * 1000));
-  options.grace = options.timeout;
-  options.gloo.address = comm::local_address_towards(address.host);
-  options.token = island_token(world);
-  if (config.outer.has_secret())
-    options.authenticator = std::make_shared<comm::MessageAuthenticator>(
-        comm::MessageAuthenticator::from_file(config.outer.secret_file));
-  comm::IslandRendezvous rendezvous(address, options);
+  const comm::IslandRendezvousOptions options = rendezvous_options(config, world);
+  comm::IslandRendezvous rendezvous(comm::parse_rendezvous(config.outer.rendezvous), options);
   // A round already closed without this island's token is an earlier run's: the islands meet at
   // the next attempt instead. Every island must be there (a fixed membership for now).
   constexpr int kAttempts = 1000;
@@ -206,7 +185,12 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
   const int cuda_device = device.is_cuda() ? device.index() : -1;
   std::optional<optim::outer::ExchangeAuthentication> authentication;
-  if (config.islands_are_jobs()) {
+  if (config.islands_are_elastic()) {
+    // The island group is each round's (IslandRounds::meet); until the first, this rank alone.
+    layout.rounds = std::make_unique<IslandRounds>(config, world);
+    layout.mesh = std::make_unique<comm::DeviceMesh>(
+        world, shape, cuda_device, layout.rounds->initial_group(world), config.outer.island);
+  } else if (config.islands_are_jobs()) {
     IslandGroupOverTcp islands = island_group_over_tcp(config, world);
     authentication = std::move(islands.authentication);
     layout.mesh = std::make_unique<comm::DeviceMesh>(world, shape, cuda_device, std::move(islands.group),
@@ -253,6 +237,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
   add_islands(config, layout, std::move(authentication));
+  if (layout.rounds) layout.rounds->attach(*layout.island_exchange);
   return layout;
 }
 

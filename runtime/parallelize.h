@@ -21,6 +21,7 @@
 #include "parallel/pipeline/schedule.h"
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/config/config.h"
+#include "runtime/island_rounds.h"
 #include "runtime/model/llama.h"
 
 namespace atl::comm {
@@ -45,7 +46,8 @@ struct ParallelLayout {
   std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
   optim::LrSchedule lr_schedule;
   std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
-  std::unique_ptr<optim::outer::OuterOptimizer> outer;            // outer.algorithm != none
+  std::unique_ptr<IslandRounds> rounds;                 // islands as jobs with a membership per round
+  std::unique_ptr<optim::outer::OuterOptimizer> outer;  // outer.algorithm != none
 
   // Islands averaging gradients every step (islands > 1, outer.algorithm none): synchronous data
   // parallelism across islands.

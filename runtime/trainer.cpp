@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <functional>
 #include <iostream>
 #include <thread>
@@ -52,6 +53,66 @@ struct Trainer::State {
   std::unique_ptr<comm::Watchdog> watchdog;  // declared last: stops first
 
   const comm::DeviceMesh& mesh() const { return *layout.mesh; }
+
+  // After inner step `step`: the outer optimizer's syncs. Islands with a membership per round meet
+  // at each round's boundary first. Returns the round's member count (0: no round ended here).
+  int outer_step(int64_t step) {
+    if (!layout.rounds || step % layout.rounds->inner_steps() != 0) {
+      layout.outer->after_inner_step(step);
+      return 0;
+    }
+    return outer_round(step / layout.rounds->inner_steps());
+  }
+
+  // Round `round` among the islands that come, met again among those still there while its exchange
+  // fails (a member died mid-round). Returns its member count (0: this island came too late and sits
+  // it out, to catch up at the next one).
+  int outer_round(int64_t round) {
+    constexpr int kAttempts = 10;
+    ParallelLayout& l = layout;
+    const int64_t boundary = round * l.rounds->inner_steps();
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      try {
+        const MetRound met = l.rounds->meet(round, attempt, *l.mesh, *l.outer, *l.island_exchange);
+        for (int island : met.joined) log->island_event(boundary, "island_joined", island);
+        for (int island : met.dropped) log->island_event(boundary, "island_dropped", island);
+        if (!met.member) {
+          log->island_event(boundary, "sat_out", mesh().coord().island);
+          return 0;
+        }
+        if (met.caught_up) log->island_event(boundary, "caught_up", mesh().coord().island);
+        l.outer->after_inner_step(boundary);
+        l.rounds->completed(round);
+        return static_cast<int>(met.islands.size());
+      } catch (const optim::outer::RoundFailed& e) {
+        log->line("outer round " + std::to_string(round) + ": " + e.what() + "; meeting again (attempt " +
+                  std::to_string(attempt + 2) + ")");
+      }
+    }
+    throw std::runtime_error("outer round " + std::to_string(round) + " failed " + std::to_string(kAttempts) +
+                             " times in a row; check the islands' links and logs, then resume");
+  }
+
+  // Islands with a membership per round, after resuming: when the others are past this island's
+  // phi, it meets their next round before training, takes their state and continues at that round's
+  // step. A round that closed just before it arrived is followed by the next.
+  void catch_up_with_the_islands() {
+    if (!layout.rounds) return;
+    const std::optional<int64_t> first = layout.rounds->round_to_catch_up(step);
+    if (!first) return;
+    log->line("islands: the others are past this island's step " + std::to_string(step) + "; meeting round " +
+              std::to_string(*first) + " to take their state");
+    constexpr int kRounds = 3;
+    for (int64_t round = *first; round < *first + kRounds; ++round) {
+      if (outer_round(round) == 0) continue;
+      step = round * layout.rounds->inner_steps();
+      layout.data_parallel->after_optimizer_step();  // compute copies and ZeRO gathers of the new theta
+      return;
+    }
+    throw std::runtime_error("islands: rounds " + std::to_string(*first) + " to " +
+                             std::to_string(*first + kRounds - 1) +
+                             " closed before this island arrived; check its link to outer.rendezvous");
+  }
 
   // The rank whose backward the nan_gradient hook poisons: the last rank is on a last stage.
   bool poisons_loss(int64_t step_number) const {
@@ -151,6 +212,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (s.layout.island_exchange && s.hooks.faults.corrupt_chunk_exchange > 0)
     s.layout.island_exchange->corrupt_in_flight(
         {s.hooks.faults.corrupt_chunk_exchange, s.hooks.faults.corrupt_chunk_island});
+  if (s.layout.island_exchange && s.hooks.faults.sigkill_exchange > 0)
+    s.layout.island_exchange->die_in_exchange(s.hooks.faults.sigkill_exchange);
   s.watchdog->watch(s.mesh().device_backends());
   const std::string rank_table = s.mesh().rank_table(world);
   s.log->line(config_table(config));
@@ -223,6 +286,11 @@ StepMetrics Trainer::train_step() {
               << s.step + 1 << std::endl;
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until the watchdog ends the job
   }
+  if (s.step + 1 == s.hooks.faults.sigkill_step) {
+    std::cerr << "atoll: fault hook: rank " << s.mesh().rank() << " dies (SIGKILL) at step " << s.step + 1
+              << std::endl;
+    std::raise(SIGKILL);
+  }
 
   l.data_parallel->start_step(microbatches);
   // On the last stage: the sum of the microbatch losses / microbatches, kept where the loss is computed
@@ -275,7 +343,8 @@ StepMetrics Trainer::train_step() {
     l.optimizer->step(lr);
   }
   // A skipped step still takes part in the islands' sync schedule; a stop leaves the state as it was.
-  if (l.outer && !stop) l.outer->after_inner_step(s.step + 1);  // may move theta: before the copies
+  const int outer_islands =
+      l.outer && !stop ? s.outer_step(s.step + 1) : 0;  // may move theta: before the copies
   l.data_parallel->after_optimizer_step();
   loss_work->wait();
   // Islands averaging every step talk every step anyway: their loss is the whole job's. With an
@@ -290,6 +359,7 @@ StepMetrics Trainer::train_step() {
   m.loss = loss.item<double>();
   m.lr = lr;
   m.grad_norm = grad_norm;
+  m.outer_islands = outer_islands;
   costs.finish(m, c, s.peak_flops, pipeline_stats, checkpoint_wait, island_average_seconds);
   return m;
 }
@@ -351,6 +421,7 @@ void Trainer::run() {
   const auto due = [&c](int64_t step, int every) {
     return every > 0 && (step % every == 0 || step == c.train.steps);
   };
+  s.catch_up_with_the_islands();
   s.log->start(s.step, s.mesh().shape().world_size());
   while (s.step < c.train.steps) {
     const StepMetrics m = train_step();
@@ -372,9 +443,14 @@ void Trainer::run() {
     }
     if (due(m.step, c.train.eval_every) && c.train.eval_sequences > 0) {
       const double val_loss = evaluate();
-      std::optional<IslandValidation> islands;  // every island's theta (island 0's is val_loss) and phi
+      // This island's theta (val_loss), every island's and phi; with a membership per round, whose
+      // last group may have lost a member since, this island's alone.
+      std::optional<IslandValidation> islands;
       if (s.layout.outer)
-        islands = IslandValidation{comm::all_gather_value(s.mesh().island(), val_loss), evaluate_outer()};
+        islands = IslandValidation{
+            s.mesh().coord().island,
+            s.layout.rounds ? std::vector<double>{} : comm::all_gather_value(s.mesh().island(), val_loss),
+            evaluate_outer()};
       s.log->validation(m.step, val_loss, islands);
     }
     if (const int signal = s.preemption.agreed_signal(*s.control)) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <stdexcept>
 
@@ -18,6 +19,8 @@ void IslandExchange::authenticate(ExchangeAuthentication authentication) {
   if (!authentication.authenticator)
     throw std::invalid_argument("IslandExchange::authenticate: no authenticator");
   authentication_ = std::move(authentication);
+  // A new session (an elastic round) numbers its exchanges from 1 on every member, a restarted one too.
+  session_exchanges_ = 0;
 }
 
 int64_t IslandExchange::tag_bytes() const {
@@ -25,7 +28,7 @@ int64_t IslandExchange::tag_bytes() const {
 }
 
 std::string IslandExchange::context(int attempt, int phase, int sender, int receiver) const {
-  return authentication_->session + "|exchange " + std::to_string(exchanges_) + "|attempt " +
+  return authentication_->session + "|exchange " + std::to_string(session_exchanges_) + "|attempt " +
          std::to_string(attempt) + "|phase " + std::to_string(phase) + "|" + std::to_string(sender) + ">" +
          (receiver < 0 ? "all" : std::to_string(receiver));
 }
@@ -55,6 +58,13 @@ void IslandExchange::corrupt_if_hooked(at::Tensor& message, int attempt) {
   corruption_.exchange = -1;  // the first chunk sent only
 }
 
+void IslandExchange::die_if_hooked() const {
+  if (exchanges_ != die_in_exchange_) return;
+  std::cerr << "atoll: fault hook: island " << group_.rank()
+            << " of this round dies (SIGKILL) in outer exchange " << exchanges_ << std::endl;
+  std::raise(SIGKILL);
+}
+
 int IslandExchange::agree_on_rejected(const std::vector<int>& rejected_here) {
   if (!authentication_) return -1;
   const int k = group_.size(), me = group_.rank();
@@ -77,6 +87,7 @@ int IslandExchange::agree_on_rejected(const std::vector<int>& rejected_here) {
 template <typename Result, typename Attempt>
 Result IslandExchange::retried_until_authentic(Attempt attempt_once) {
   ++exchanges_;
+  ++session_exchanges_;
   int rejected = -1;
   for (int attempt = 0; attempt < kAuthenticatedAttempts; ++attempt) {
     std::optional<Result> result = attempt_once(attempt, rejected);
@@ -120,7 +131,16 @@ void IslandExchange::throw_unless_all_finite(const at::Tensor& values) {
 // The exchange runs on host copies over the group's MPI plane: islands sit behind links NCCL is not
 // made for, and the codecs' bytes are small. On the CPU the copies are the tensors themselves.
 at::Tensor IslandExchange::mean(const at::Tensor& values) {
-  return mean_on_host(values.cpu()).to(values.device());
+  if (!settle_) return mean_on_host(values.cpu()).to(values.device());
+  std::optional<at::Tensor> result;
+  std::string failure = "another member's part of the exchange failed";
+  try {
+    result = mean_on_host(values.cpu());
+  } catch (const comm::GroupFailure& e) {
+    failure = e.what();
+  }
+  if (!settle_(result.has_value())) throw RoundFailed("outer exchange: the round did not count: " + failure);
+  return result->to(values.device());
 }
 
 std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>& tensors,
@@ -172,6 +192,7 @@ std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int
     ops.push_back({comm::P2POp::Kind::kRecv, received[static_cast<size_t>(j)], j, 0});
   }
   group_.batch_p2p(ops)->wait();
+  die_if_hooked();
   std::vector<int> rejected_here;
   for (int j = 0; j < k && authentication_; ++j)
     if (j != me && !authentic(received[static_cast<size_t>(j)], my_chunk_bytes, context(attempt, 1, j, me)))
@@ -180,7 +201,7 @@ std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int
   at::Tensor sum = at::zeros({mine.numel}, values.options());
   for (int j = 0; j < k; ++j)
     sum.add_(decode(codec_, received[static_cast<size_t>(j)].narrow(0, 0, my_chunk_bytes), mine.numel));
-  sum.div_(k);
+  sum.div_(contributors_ > 0 ? contributors_ : k);
 
   // 2. All-gather of the encoded (and tagged) mean chunks, padded to the largest chunk (chunk 0).
   const int64_t slot = encoded_bytes(codec_, comm::shard_range(n, k, 0).numel) + tag;
@@ -241,6 +262,7 @@ std::optional<std::vector<at::Tensor>> IslandExchange::try_group_mean(const std:
     }
   }
   if (!ops.empty()) group_.batch_p2p(ops)->wait();
+  die_if_hooked();
   std::vector<int> rejected_here;
   const int64_t tag = tag_bytes();
   for (size_t m = 0; m < members.size() && authentication_; ++m) {

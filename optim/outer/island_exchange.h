@@ -22,8 +22,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,13 @@ struct InFlightCorruption {
   int island = -1;
 };
 
+// Thrown by mean() when its round did not count on every member (islands as separate jobs with a
+// membership per round, settle_rounds_with): nothing of it was applied; meet again and retry.
+class RoundFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class IslandExchange {
  public:
   static constexpr int kAuthenticatedAttempts = 3;
@@ -68,6 +77,17 @@ class IslandExchange {
   // From now on every message is tagged and checked (see the top of this file).
   void authenticate(ExchangeAuthentication authentication);
   void corrupt_in_flight(InFlightCorruption corruption) { corruption_ = corruption; }
+  // Test hook (ATOLL_FAULT sigkill_in_exchange@EXCHANGE): this process dies (SIGKILL) in its
+  // `exchange`-th exchange (1-based) once its first phase is through, as a machine losing power
+  // mid-exchange would: the others' second phase fails.
+  void die_in_exchange(int64_t exchange) { die_in_exchange_ = exchange; }
+  // Islands whose group can lose a member mid-exchange: after every mean(), `settle(succeeded)`
+  // (this rank's part worked, no GroupFailure) returns whether the round counts everywhere; when it
+  // does not, mean() throws RoundFailed instead of returning.
+  void settle_rounds_with(std::function<bool(bool succeeded)> settle) { settle_ = std::move(settle); }
+  // How many islands' values the next means divide by (0: the group's size): a round whose group
+  // includes islands catching up, whose values are exactly zero, averages over the others only.
+  void set_contributors(int contributors) { contributors_ = contributors; }
   // Chunks this rank received that failed their tag (none of them was averaged in).
   uint64_t rejected_chunks() const { return rejected_chunks_.load(); }
 
@@ -103,13 +123,18 @@ class IslandExchange {
   // rejected (the lowest of a tie), or -1 when none did. No-op (-1) without a secret.
   int agree_on_rejected(const std::vector<int>& rejected_here);
   void corrupt_if_hooked(at::Tensor& message, int attempt);
+  void die_if_hooked() const;
 
   comm::Communicator& group_;
   Codec codec_;
   SimulatedLink link_;
   std::optional<ExchangeAuthentication> authentication_;
   InFlightCorruption corruption_;
-  int64_t exchanges_ = 0;  // mean/group_mean calls so far: part of every tag's context
+  std::function<bool(bool)> settle_;
+  int contributors_ = 0;
+  int64_t die_in_exchange_ = -1;
+  int64_t exchanges_ = 0;          // mean/group_mean calls so far
+  int64_t session_exchanges_ = 0;  // those since authenticate(): part of every tag's context
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> simulated_ns_{0};
   std::atomic<uint64_t> rejected_chunks_{0};

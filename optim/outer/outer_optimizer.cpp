@@ -141,7 +141,7 @@ void OuterOptimizer::noloco_sync(int64_t step) {
 }
 
 bool OuterOptimizer::after_inner_step(int64_t step) {
-  if (exchange_.islands() == 1) return false;  // one island: nothing to agree with
+  if ((options_.islands > 0 ? options_.islands : exchange_.islands()) == 1) return false;
   const std::optional<int> starting = fragment_starting_after(schedule_, step);
   if (options_.algorithm == Algorithm::kNoLoCo) {
     if (starting) noloco_sync(step);

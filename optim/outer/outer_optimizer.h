@@ -37,6 +37,9 @@ enum class Algorithm { kDiLoCo, kStreamingDiLoCo, kNoLoCo };
 
 struct OuterOptions {
   Algorithm algorithm = Algorithm::kDiLoCo;
+  // The configured island count; 0: the exchange group's size. One island has nothing to agree with
+  // (no sync at all), while a round that only one island of several reached still takes its step.
+  int islands = 0;
   int inner_steps = 50;
   int fragments = 1;
   int delay = 0;         // streaming only

@@ -375,6 +375,8 @@ const std::vector<Field>& fields() {
         outer("island", &OuterConfig::island, at_least(-1)),
         outer("timeout_s", &OuterConfig::timeout_s, above(0)),
         outer("secret_file", &OuterConfig::secret_file),
+        outer("min_islands", &OuterConfig::min_islands, at_least(0)),
+        outer("grace_s", &OuterConfig::grace_s, above(0)),
         comm("timeout_s", &CommConfig::timeout_s, above(0)),
         comm("flight_records", &CommConfig::flight_records, at_least(1)),
     };
@@ -613,6 +615,10 @@ void validate_island_jobs(const Config& c, Problems& problems) {
       problems.push_back(
           "config: outer.secret_file applies only with outer.rendezvous (islands as separate "
           "jobs); set outer.rendezvous: HOST:PORT or drop outer.secret_file");
+    if (o.min_islands != 0)
+      problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
+                         " applies only with outer.rendezvous (islands as separate jobs); drop it or set "
+                         "outer.rendezvous: HOST:PORT");
     if (o.island != -1)
       problems.push_back(
           "config: outer.island = " + std::to_string(o.island) +
@@ -637,6 +643,15 @@ void validate_island_jobs(const Config& c, Problems& problems) {
       problems.push_back(std::string("config: ") + e.what());
     }
   }
+  if (o.min_islands > c.parallel.islands)
+    problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
+                       " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +
+                       "; a round cannot wait for more islands than there are");
+  if (c.islands_are_elastic() && (o.algorithm != OuterAlgorithm::kDiLoCo || o.delayed))
+    problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
+                       " below parallel.islands (a membership per round) works with outer.algorithm: diloco "
+                       "(not delayed) for now; set outer.min_islands: " +
+                       std::to_string(c.parallel.islands) + " or outer.algorithm: diloco");
   if (o.island < 0 || o.island >= c.parallel.islands)
     problems.push_back("config: outer.island = " + std::to_string(o.island) +
                        " must name this job's island, 0 to " + std::to_string(c.parallel.islands - 1) +

@@ -219,6 +219,12 @@ struct OuterConfig {
   // every island; required unless the rendezvous is on a loopback address. Admits islands at the
   // rendezvous and authenticates every exchanged chunk (HMAC-SHA256). "none": no secret.
   std::string secret_file = kNoSecret;
+  // With rendezvous: a round closes with at least min_islands islands (0: every island, a fixed
+  // membership); below parallel.islands, membership is agreed per outer round -- an island that dies
+  // is dropped, one that comes back catches up. grace_s: how long a round waits for more islands
+  // once min_islands are there.
+  int min_islands = 0;
+  double grace_s = 10.0;
   static constexpr const char* kNoSecret = "none";
   bool has_secret() const { return secret_file != kNoSecret; }
 };
@@ -243,6 +249,10 @@ struct Config {
 
   // Whether each island is a job of its own, meeting the others over TCP (outer.rendezvous).
   bool islands_are_jobs() const { return outer.rendezvous != OuterConfig::kNoRendezvous; }
+  // Island jobs whose membership is agreed per outer round (outer.min_islands < parallel.islands).
+  bool islands_are_elastic() const {
+    return islands_are_jobs() && outer.min_islands > 0 && outer.min_islands < parallel.islands;
+  }
   // The ranks this job launches: islands*pp*dp*tp, or pp*dp*tp when each island is a job.
   int job_ranks() const {
     return (islands_are_jobs() ? 1 : parallel.islands) * parallel.pp * parallel.dp * parallel.tp;

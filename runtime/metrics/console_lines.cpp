@@ -37,6 +37,7 @@ std::string progress_line(const StepMetrics& m, int64_t total_steps) {
     line +=
         formatted(" | outer %s in all (wait %.1f ms)",
                   format_bytes(static_cast<double>(m.outer_bytes_total)).c_str(), 1e3 * m.outer_wait_seconds);
+  if (m.outer_islands > 0) line += formatted(" | round of %d islands", m.outer_islands);
   return line;
 }
 
@@ -49,11 +50,13 @@ std::string validation_line(int64_t step, int64_t total_steps, double val_loss,
                             const std::optional<IslandValidation>& islands) {
   std::string line = formatted("step %5lld/%lld | val loss %.4f", static_cast<long long>(step),
                                static_cast<long long>(total_steps), val_loss);
-  if (islands)
-    line += formatted(" (island 0; islands %.4f-%.4f) | outer %.4f",
-                      *std::min_element(islands->islands.begin(), islands->islands.end()),
-                      *std::max_element(islands->islands.begin(), islands->islands.end()), islands->outer);
-  return line;
+  if (!islands) return line;
+  line += formatted(" (island %d", islands->island);
+  if (!islands->islands.empty())
+    line +=
+        formatted("; islands %.4f-%.4f", *std::min_element(islands->islands.begin(), islands->islands.end()),
+                  *std::max_element(islands->islands.begin(), islands->islands.end()));
+  return line + formatted(") | outer %.4f", islands->outer);
 }
 
 std::string nonfinite_line(const StepMetrics& m) {

@@ -21,10 +21,11 @@ std::string checkpoint_line(int64_t step, int64_t total_steps, const std::string
 
 // Islands with an outer optimizer: every island's validation loss and phi's.
 struct IslandValidation {
-  std::vector<double> islands;  // theta of each island, in island order
+  int island = 0;               // whose theta the val loss is
+  std::vector<double> islands;  // theta of each island, in island order (empty: only its own is known)
   double outer = 0.0;           // phi, what the islands agree on
 };
-// "step    50/200 | val loss 2.1234[ (island 0; islands 2.1-2.2) | outer 2.0987]".
+// "step    50/200 | val loss 2.1234[ (island 0[; islands 2.1-2.2]) | outer 2.0987]".
 std::string validation_line(int64_t step, int64_t total_steps, double val_loss,
                             const std::optional<IslandValidation>& islands);
 // "step 7: non-finite loss or gradient (loss nan, grad norm nan)".

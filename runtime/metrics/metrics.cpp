@@ -74,6 +74,7 @@ JsonRecord to_json(const StepMetrics& m) {
         .add("outer_bytes_total", static_cast<int64_t>(m.outer_bytes_total))
         .add("outer_wait_s", m.outer_wait_seconds)
         .add("outer_simulated_s", m.outer_simulated_seconds);
+  if (m.outer_islands > 0) r.add("outer_islands", static_cast<int64_t>(m.outer_islands));
   if (!m.stage_idle.empty())
     r.add("stage_idle", m.stage_idle).add("stage_activation_bytes", m.stage_activation_bytes);
   return r;

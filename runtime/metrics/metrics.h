@@ -35,6 +35,8 @@ struct StepMetrics {
   bool islands = false;
   uint64_t outer_bytes = 0, outer_bytes_total = 0;
   double outer_wait_seconds = 0.0, outer_simulated_seconds = 0.0;
+  int outer_islands = 0;   // islands as jobs with a membership per round: the members of the round
+                           // that ended at this step (0: none ended)
   uint64_t rss_bytes = 0;  // resident memory of this process
   // On a GPU: the caching allocator's bytes held by tensors, reserved, and the peak held.
   std::optional<DeviceMemory> gpu_memory;

@@ -1,5 +1,7 @@
 #include "runtime/metrics/run_log.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -103,9 +105,18 @@ void RunLog::checkpoint(int64_t step, const std::string& dir, double seconds) {
   line(checkpoint_line(step, config_.train.steps, dir, seconds));
 }
 
+void RunLog::island_event(int64_t step, const std::string& event, int island) {
+  metrics_->write(
+      JsonRecord().add("event", event).add("step", step).add("island", static_cast<int64_t>(island)));
+  std::string words = event.rfind("island_", 0) == 0 ? event.substr(7) : event;  // island_joined: joined
+  std::replace(words.begin(), words.end(), '_', ' ');
+  line("outer round at step " + std::to_string(step) + ": island " + std::to_string(island) + " " + words);
+}
+
 void RunLog::validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands) {
   JsonRecord record = JsonRecord().add("step", step).add("val_loss", val_loss);
-  if (islands) record.add("val_loss_islands", islands->islands).add("val_loss_outer", islands->outer);
+  if (islands && !islands->islands.empty()) record.add("val_loss_islands", islands->islands);
+  if (islands) record.add("val_loss_outer", islands->outer);
   metrics_->write(record);
   scalars(step, {{"val/loss", val_loss}});
   line(validation_line(step, config_.train.steps, val_loss, islands));

@@ -38,6 +38,9 @@ class RunLog {
   // steps since the last one (the first step, which pays one-time costs, left out).
   void progress(StepMetrics m);
   void checkpoint(int64_t step, const std::string& dir, double seconds);
+  // Islands with a membership per round: `event` (island_joined, island_dropped, caught_up, sat_out)
+  // of island `island` at the round ending at `step`, as a metrics event and a line.
+  void island_event(int64_t step, const std::string& event, int island);
   void validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands);
   // `signal` ended the run at `step` (`signal_text`: its name) after `dir` was committed.
   void preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir);

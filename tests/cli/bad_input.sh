@@ -226,7 +226,7 @@ expect_error nonfinite_policy "train.on_nonfinite = 'maybe' is not one of skip, 
   "$work/tiny.yaml" --set train.on_nonfinite=maybe
 expect_error comm_timeout "comm.timeout_s = 0 must be > 0; set comm.timeout_s to a positive number" 2 train \
   "$work/tiny.yaml" --set comm.timeout_s=0
-ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\], skip_collective@RANK:STEP or corrupt_chunk@EXCHANGE:ISLAND" \
+ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\], skip_collective@RANK:STEP, corrupt_chunk@EXCHANGE:ISLAND, sigkill@STEP or sigkill_in_exchange@EXCHANGE" \
   2 train "$work/tiny.yaml"
 expect_error missing_config "config: cannot read $work/none.yaml: No such file or directory; check the path" 2 train "$work/none.yaml"
 expect_error resume_torn "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" 2 train \
@@ -286,6 +286,12 @@ printf '0123456789abcdef0123456789abcdef\n' >"$work/open-secret"
 chmod 644 "$work/open-secret"
 expect_cli_error outer_secret_open 2 "config: outer.secret_file $work/open-secret may be read by other users of this machine; chmod 600" \
   plan "$work/tiny.yaml" --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.secret_file="$work/open-secret"
+expect_cli_error outer_min_islands_too_many 2 "config: outer.min_islands = 3 exceeds parallel.islands = 2; a round cannot wait for more islands than there are" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco \
+  --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.min_islands=3
+expect_cli_error outer_min_islands_noloco 2 "config: outer.min_islands = 1 below parallel.islands \(a membership per round\) works with outer.algorithm: diloco \(not delayed\) for now" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
+  --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.min_islands=1
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate

@@ -14,20 +14,9 @@ set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
 
-make_corpus "$atoll" "$work/data"
-cat >"$work/islands.yaml" <<YAML
-run:        { dir: $work/single, seed: 3, threads: 1 }
-model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
-parallel:   { islands: 3, dp: 1 }
-train:      { steps: 24, global_batch: 6, log_every: 1, eval_every: 8, eval_sequences: 6 }
-optim:      { lr: 3.0e-3, min_lr: 3.0e-4, warmup: 4 }
-data:       { train: $work/data/train.bin, val: $work/data/val.bin }
-checkpoint: { every: 8 }
-outer:      { algorithm: diloco, inner_steps: 4, timeout_s: 30 }
-YAML
+island_config "$work/islands.yaml"
 
-# step, loss, grad norm of every step; every validation record (metrics.jsonl, without timings).
-losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+# Every validation record; its islands' part (each island's theta, phi).
 validation() { grep '"val_loss' "$1"; }
 islands_validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":[^,]*,\(.*\)}$/\1 \2/p' "$1"; }
 
@@ -37,10 +26,8 @@ timeout 300 "$atoll" launch "$work/islands.yaml" --set train.steps=16 >"$work/si
 [[ $? -eq 0 ]] && check ok "single-world reference: 3 islands in one mpirun, 16 steps and resumed to 24" ||
   check fail "single-world reference" "$work/single.log"
 
-"$atoll" rendezvous --port 0 >"$work/rendezvous.log" 2>&1 &
-rendezvous=$!
-for _ in $(seq 1 250); do grep -q "serving islands on port" "$work/rendezvous.log" && break; sleep 0.02; done
-port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$work/rendezvous.log")
+start_rendezvous "$atoll" "$work/rendezvous.log"
+open_rendezvous=$rendezvous
 # island_jobs LABEL ISLAND_2_OVERRIDE OVERRIDES...: one `atoll launch` per island (run directories
 # $work/$run_dirs-ISLAND), island 2 with one more override ("" for none); $statuses: their exit codes.
 run_dirs=island
@@ -55,8 +42,7 @@ island_jobs() {
       >"$work/$label-$island.log" 2>&1 &
     jobs+=($!)
   done
-  statuses=()
-  for job in "${jobs[@]}"; do wait "$job"; statuses+=($?); done
+  wait_for_jobs
 }
 island_jobs first "" --set train.steps=16
 if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "^rank .*island" "$work/first-1.log"; then
@@ -101,8 +87,7 @@ for island in 0 1; do
     --set outer.rendezvous="127.0.0.1:$port" --set outer.island=$island >"$work/alone-$island.log" 2>&1 &
   jobs+=($!)
 done
-statuses=()
-for job in "${jobs[@]}"; do wait "$job"; statuses+=($?); done
+wait_for_jobs
 if [[ ${statuses[*]} == "1 1" ]] && grep -q "outer rendezvous: round 0: 2 of the minimum 3 islands arrived within 3 s" "$work/alone-0.log"; then
   check ok "an island that never comes: the others stop at outer.timeout_s with one line, exit 1"
 else
@@ -115,10 +100,8 @@ fi
 od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
 od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/other-secret"
 chmod 600 "$work/secret" "$work/other-secret"
-"$atoll" rendezvous --port 0 --secret-file "$work/secret" >"$work/rendezvous-secret.log" 2>&1 &
-guarded=$!
-for _ in $(seq 1 250); do grep -q "serving islands on port" "$work/rendezvous-secret.log" && break; sleep 0.02; done
-port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$work/rendezvous-secret.log")
+start_rendezvous "$atoll" "$work/rendezvous-secret.log" --secret-file "$work/secret"
+guarded=$rendezvous
 first16() { awk '$1 <= 16'; }
 run_dirs=secret
 ATOLL_FAULT=corrupt_chunk@1:1 island_jobs secret "" --set train.steps=16 --set outer.secret_file="$work/secret"
@@ -155,7 +138,7 @@ fi
 kill -TERM $guarded
 wait $guarded
 
-kill -TERM $rendezvous
-wait $rendezvous
+kill -TERM $open_rendezvous
+wait $open_rendezvous
 [[ $? -eq 0 ]] && check ok "atoll rendezvous stops on SIGTERM with exit 0" || check fail "rendezvous stop" "$work/rendezvous.log"
 finish

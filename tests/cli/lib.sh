@@ -1,8 +1,9 @@
 # Shared by the CLI test scripts (source it): a work directory removed on exit with any process still
 # running in it, the environment mpirun needs as root, PASS/FAIL counting and the closing tally, the
-# exit codes of `atoll train` and a small text corpus.
+# exit codes of `atoll train` and a small text corpus. KEEP_WORK=1 keeps the work directory to read.
 work=$(mktemp -d)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+[[ -n ${KEEP_WORK:-} ]] && trap "echo kept \$work" EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 passed=0
 failed=0
@@ -30,4 +31,37 @@ make_corpus() {  # make_corpus ATOLL DIR: a small repetitive text, byte-tokenize
   local i
   for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog; a stitch in time saves nine."; done >"$work/text.txt"
   "$1" data prepare --out "$2" --val-fraction 0.1 "$work/text.txt" >/dev/null
+}
+
+start_rendezvous() {  # start_rendezvous ATOLL LOG [ARGS...]: `atoll rendezvous` on a free port; sets $rendezvous, $port
+  local atoll=$1 log=$2
+  shift 2
+  "$atoll" rendezvous --port 0 "$@" >"$log" 2>&1 &
+  rendezvous=$!
+  for _ in $(seq 1 250); do grep -q "serving islands on port" "$log" && break; sleep 0.02; done
+  port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$log")
+}
+
+# island_config FILE: three islands of one rank (DiLoCo, H = 4, 24 steps, checkpoints every 8,
+# run.dir $work/single), for the island-job scripts; they override what they vary with --set.
+island_config() {
+  make_corpus "$atoll" "$work/data"
+  cat >"$1" <<YAML
+run:        { dir: $work/single, seed: 3, threads: 1 }
+model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
+parallel:   { islands: 3, dp: 1 }
+train:      { steps: 24, global_batch: 6, log_every: 1, eval_every: 8, eval_sequences: 6 }
+optim:      { lr: 3.0e-3, min_lr: 3.0e-4, warmup: 4 }
+data:       { train: $work/data/train.bin, val: $work/data/val.bin }
+checkpoint: { every: 8 }
+outer:      { algorithm: diloco, inner_steps: 4, timeout_s: 60 }
+YAML
+}
+# step, loss, grad norm of every step of a metrics.jsonl (without timings).
+losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+
+wait_for_jobs() {  # waits for every pid in $jobs; $statuses: their exit codes, in order
+  statuses=()
+  local job
+  for job in "${jobs[@]}"; do wait "$job"; statuses+=($?); done
 }

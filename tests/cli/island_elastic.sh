@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Elastic islands (issue 19; outer.min_islands below parallel.islands): three `atoll launch` jobs of
+# one island each whose membership is a quorum per outer round.
+# With every island there, they train bit for bit as the single-world run of the same config.
+# Island 2 dies (SIGKILL, as a machine losing power) in the middle of an inner phase: islands 0 and 1
+# go on averaging between the two of them, logging island 2's drop, and finish. Island 2 restarted
+# from its last checkpoint finds the others past its step, meets their next round, takes their phi
+# and outer momentum and continues at their step: at the end all three islands hold the same phi,
+# bit for bit. (These islands prove the job secret: a restarted island's tags match the others'.)
+# Island 1 dies inside an exchange, its first phase sent: the others' exchange fails, the round is
+# settled as failed everywhere (nothing of it applied), and they meet it again as two.
+# Usage: island_elastic.sh ATOLL_BIN
+set -uo pipefail
+atoll=$1
+source "$(dirname "$0")/lib.sh"
+
+island_config "$work/islands.yaml"
+
+# step, theta's and phi's validation loss of every validation record.
+validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
+# The island events (island_dropped, ...) named $2 of a metrics.jsonl.
+island_events() { grep -o "\"event\":\"$2\",\"step\":[0-9]*,\"island\":[0-9]*" "$1"; }
+
+timeout 300 "$atoll" launch "$work/islands.yaml" >"$work/single.log" 2>&1 &&
+  check ok "single-world reference: 3 islands in one mpirun, 24 steps" ||
+  check fail "single-world reference" "$work/single.log"
+
+start_rendezvous "$atoll" "$work/rendezvous.log"
+# island_job LABEL ISLAND OVERRIDES...: one elastic `atoll launch` of island ISLAND in $work/LABEL-ISLAND.
+island_job() {
+  local label=$1 island=$2
+  shift 2
+  timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/$label-$island" \
+    --set outer.rendezvous="127.0.0.1:$port" --set outer.island="$island" --set outer.min_islands=2 "$@" \
+    >"$work/$label-$island.log" 2>&1
+}
+
+# Every island there (a grace long enough for the slowest to start): the single world, bit for bit.
+jobs=()
+for island in 0 1 2; do
+  island_job whole $island --set outer.grace_s=20 &
+  jobs+=($!)
+done
+wait_for_jobs
+if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/whole-0/metrics.jsonl") == 6 ]]; then
+  check ok "three elastic island jobs with every island there met all 6 rounds as three"
+else
+  check fail "elastic island jobs (exit ${statuses[*]})" "$work/whole-0.log"
+fi
+if [[ -n $(losses "$work/single/metrics.jsonl") ]] &&
+    diff <(losses "$work/single/metrics.jsonl") <(losses "$work/whole-0/metrics.jsonl") >"$work/whole.diff" &&
+    diff <(validation "$work/single/metrics.jsonl") <(validation "$work/whole-0/metrics.jsonl") >>"$work/whole.diff"; then
+  check ok "with every island there: island 0's losses, grad norms, theta's and phi's validation bitwise the single world's"
+else
+  check fail "elastic islands differ from the single-world run" "$work/whole.diff"
+fi
+
+kill -TERM $rendezvous
+wait $rendezvous
+
+# Island 2 dies at the start of step 11 (after its step-8 checkpoint, inside round 3's inner phase).
+# A new rendezvous: one per training run (the store keeps the newest round the islands completed).
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
+chmod 600 "$work/secret"
+start_rendezvous "$atoll" "$work/rendezvous-churn.log" --secret-file "$work/secret"
+jobs=()
+for island in 0 1; do
+  island_job churn $island --set outer.grace_s=3 --set outer.secret_file="$work/secret" &
+  jobs+=($!)
+done
+ATOLL_FAULT=sigkill@11 island_job churn 2 --set outer.grace_s=3 --set outer.secret_file="$work/secret"
+killed=$?
+if [[ $killed -ne 0 ]] && grep -q "fault hook: rank 0 dies (SIGKILL) at step 11" "$work/churn-2.log"; then
+  check ok "island 2's job died at step 11 (exit $killed)"
+else
+  check fail "island 2's death (exit $killed)" "$work/churn-2.log"
+fi
+mv "$work/churn-2.log" "$work/churn-2-killed.log"
+# It restarts once islands 0 and 1 have met round 3 without it: it is behind them then.
+for _ in $(seq 1 600); do grep -q '"step":12,.*"outer_islands":2' "$work/churn-0/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+island_job churn 2 --set outer.grace_s=3 --set outer.secret_file="$work/secret" &
+jobs+=($!)
+wait_for_jobs
+if [[ ${statuses[*]} == "0 0 0" ]] && island_events "$work/churn-0/metrics.jsonl" island_dropped | grep -q '"step":12,"island":2' &&
+    grep -q '"step":12,.*"outer_islands":2' "$work/churn-1/metrics.jsonl"; then
+  check ok "islands 0 and 1 met round 3 (step 12) without island 2, logged its drop, and finished with it back: exit ${statuses[*]}"
+else
+  check fail "the survivors of island 2 (exit ${statuses[*]})" "$work/churn-0.log"
+fi
+if grep -qE "islands: the others are past this island's step (4|8); meeting round [0-9]+ to take their state" "$work/churn-2.log" &&
+    [[ -n $(island_events "$work/churn-2/metrics.jsonl" caught_up) ]] &&
+    [[ -n $(island_events "$work/churn-0/metrics.jsonl" island_joined) ]]; then
+  check ok "island 2 restarted from its checkpoint, found the others past it and caught up at $(island_events "$work/churn-2/metrics.jsonl" caught_up | sed 's/.*"step":\([0-9]*\).*/step \1/')"
+else
+  check fail "island 2's catching up" "$work/churn-2.log"
+fi
+final() { validation "$1" | awk '$1 == 24'; }
+if [[ -n $(final "$work/churn-0/metrics.jsonl") ]] &&
+    diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-1/metrics.jsonl") >"$work/churn.diff" &&
+    diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-2/metrics.jsonl") >>"$work/churn.diff"; then
+  check ok "after the churn all three islands end at step 24 with the same theta and phi, bit for bit: $(final "$work/churn-0/metrics.jsonl")"
+else
+  check fail "the islands' final state differs" "$work/churn.diff"
+fi
+
+kill -TERM $rendezvous
+wait $rendezvous
+
+# Island 1 dies in its third exchange (round 3, step 12) once its first phase is sent.
+start_rendezvous "$atoll" "$work/rendezvous-midway.log"
+jobs=()
+for island in 0 1 2; do
+  [[ $island == 1 ]] && fault=sigkill_in_exchange@3 || fault=
+  ATOLL_FAULT=$fault island_job midway $island --set outer.grace_s=3 &
+  jobs+=($!)
+done
+wait_for_jobs
+if [[ ${statuses[0]} == 0 && ${statuses[1]} != 0 && ${statuses[2]} == 0 ]] &&
+    grep -q "fault hook: island 1 of this round dies (SIGKILL) in outer exchange 3" "$work/midway-1.log" &&
+    grep -q "outer round 3: outer exchange: the round did not count: Gloo group island: .*; meeting again (attempt 2)" "$work/midway-0.log" &&
+    island_events "$work/midway-2/metrics.jsonl" island_dropped | grep -q '"step":12,"island":1' &&
+    grep -q '"step":12,.*"outer_islands":2' "$work/midway-0/metrics.jsonl"; then
+  check ok "island 1 died mid-exchange: islands 0 and 2 settled round 3 as failed, met it again as two and finished (exit ${statuses[*]})"
+else
+  check fail "an island dying mid-exchange (exit ${statuses[*]})" "$work/midway-0.log"
+fi
+if [[ -n $(final "$work/midway-0/metrics.jsonl") ]] &&
+    diff <(final "$work/midway-0/metrics.jsonl") <(final "$work/midway-2/metrics.jsonl") >"$work/midway.diff"; then
+  check ok "islands 0 and 2 end with the same theta and phi, bit for bit: $(final "$work/midway-0/metrics.jsonl")"
+else
+  check fail "the survivors' final state differs" "$work/midway.diff"
+fi
+kill -TERM $rendezvous
+wait $rendezvous
+finish
