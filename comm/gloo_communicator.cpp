@@ -1,6 +1,7 @@
 #include "comm/gloo_communicator.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -94,6 +95,10 @@ GlooCommunicator::GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store,
   gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.address));
   try {
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
+    // A Gloo pair's one TCP connection carries both directions at about half a link's rate each;
+    // point-to-point sends towards lower ranks take connections of their own.
+    downward_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("downward", store), rank, size, gloo_options);
   } catch (const c10::Error& e) {
     throw std::runtime_error("Gloo group " + name_ + ": member " + std::to_string(rank) + " of " +
                              std::to_string(size) + " could not connect to its peers within " +
@@ -202,13 +207,16 @@ WorkPtr GlooCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
                                   " is not another member of a group of " + std::to_string(size_));
     // Gloo's unbound buffers post every leg at once, so a batch's order cannot deadlock.
     std::vector<at::Tensor> tensors{op.tensor};
+    // Upward (to a higher rank) over group_, downward over downward_: one connection per direction.
+    const int from = is_send ? rank_ : op.peer, to = is_send ? op.peer : rank_;
+    c10d::ProcessGroupGloo& plane = to > from ? *group_ : *downward_;
     if (is_send) {
       sent += op.tensor.nbytes();
       counters().add(OpKind::kSend, op.tensor.nbytes());
-      pending.push_back(group_->send(tensors, op.peer, op.tag));
+      pending.push_back(plane.send(tensors, op.peer, op.tag));
     } else {
       counters().add(OpKind::kRecv, 0);
-      pending.push_back(group_->recv(tensors, op.peer, op.tag));
+      pending.push_back(plane.recv(tensors, op.peer, op.tag));
     }
   }
   // One flight record for the batch; the byte counters were charged per leg above.

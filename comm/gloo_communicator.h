@@ -60,6 +60,7 @@ class GlooCommunicator final : public Communicator {
                     std::vector<c10::intrusive_ptr<c10d::Work>> pending, std::function<void()> finish = {});
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> downward_;  // point-to-point towards lower ranks
   std::string name_;
   int rank_;
   int size_;

@@ -66,6 +66,24 @@ std::string join_arrivals(const std::vector<Arrival>& arrivals) {
 constexpr const char* kAdmissionKey = "admission";
 constexpr const char* kAdmissionContext = "atoll rendezvous admission";
 constexpr const char* kArrivalContext = "atoll rendezvous arrival";
+constexpr const char* kSettingsKey = "shared_settings";
+constexpr const char* kRunSettingsKey = "run_settings";
+
+// The first line of `mine` that `theirs` does not hold, and that setting's line in `theirs`
+// ({"", ""} when they hold the same lines).
+std::pair<std::string, std::string> first_difference(const std::string& mine, const std::string& theirs) {
+  std::istringstream my_lines(mine);
+  for (std::string line; std::getline(my_lines, line);) {
+    const std::string name = line.substr(0, line.find(':') + 1);
+    std::istringstream their_lines(theirs);
+    std::string other;
+    while (std::getline(their_lines, other) && other.rfind(name, 0) != 0) {
+    }
+    if (other != line) return {line, other};
+  }
+  if (mine.size() != theirs.size()) return {"settings", "(another Atoll's)"};  // another version's
+  return {};
+}
 
 // The admission record: a fresh nonce and its tag under the job secret.
 std::string admission_record(const MessageAuthenticator& authenticator) {
@@ -107,7 +125,8 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
     throw std::invalid_argument("outer: islands between " + std::to_string(options_.min_islands) + " and " +
                                 std::to_string(options_.max_islands) +
                                 " is not a range; the minimum must be >= 1 and at most the maximum");
-  const std::string where = "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
+  where_ = "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
+  const std::string& where = where_;
   c10d::TCPStoreOptions store_options;
   store_options.port = address.port;
   store_options.isServer = false;
@@ -115,12 +134,37 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(address.host, store_options);
   } catch (const c10::Error& e) {
-    throw std::runtime_error(where + " could not be reached within " +
-                             std::to_string(options_.timeout.count() / 1000) + " s (" + one_line_reason(e) +
-                             "); start it with `atoll rendezvous --port " + std::to_string(address.port) +
-                             "` or fix the address");
+    throw std::invalid_argument(where + " could not be reached within " +
+                                std::to_string(options_.timeout.count() / 1000) + " s (" +
+                                one_line_reason(e) + "); start it with `atoll rendezvous --port " +
+                                std::to_string(address.port) + "` or fix the address");
   }
   admit(where);
+}
+
+void IslandRendezvous::compare_settings(const std::string& key) {
+  // A closed round (an earlier run's, which this island will not be a member of) is not compared.
+  if (options_.shared_settings.empty() || store_->check({key + "members"})) return;
+  // The run's settings once a round completed (record_round), else the first arrival's at this round.
+  std::string recorded, whose;
+  if (store_->check({kRunSettingsKey})) {
+    recorded = text_of(store_->get(kRunSettingsKey));
+    whose = "the run's (its islands' at round " + std::to_string(latest_round().value_or(0)) + ")";
+  } else {
+    const std::string mine = std::to_string(options_.island) + "\n" + options_.shared_settings;
+    const std::string first = text_of(store_->compareSet(key + kSettingsKey, {}, bytes_of(mine)));
+    const size_t newline = first.find('\n');
+    recorded = first.substr(newline + 1);
+    whose = "island " + first.substr(0, newline) + "'s, the first to arrive,";
+  }
+  const auto [setting, theirs] = first_difference(options_.shared_settings, recorded);
+  if (setting.empty()) return;
+  throw std::invalid_argument(
+      where_ + " refused island " + std::to_string(options_.island) + ": its " + setting + " differs from " +
+      whose + " " +
+      (theirs.find(": ") == std::string::npos ? "(unset)" : theirs.substr(theirs.find(": ") + 2)) +
+      "; every island job of a run needs the same model, outer settings, islands, seed, "
+      "steps and global batch");
 }
 
 void IslandRendezvous::admit(const std::string& where) {
@@ -163,6 +207,7 @@ std::string IslandRendezvous::session(const RoundMembership& membership, int pos
 
 RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   const std::string key = round_key(round, attempt);
+  compare_settings(key);  // before arriving: a refused island never becomes a member
   store_->append(key + "arrivals",
                  bytes_of(std::to_string(options_.island) + ":" + options_.token + ":" + proof(key) + ","));
   const auto accepted = [&](const Arrival& a) { return proven(a.island, a.token, a.proof, key); };
@@ -228,7 +273,10 @@ std::optional<int64_t> IslandRendezvous::latest_round() {
 
 void IslandRendezvous::record_round(int64_t round) {
   const std::optional<int64_t> latest = latest_round();
-  if (!latest || round > *latest) store_->set("latest_round", bytes_of(std::to_string(round)));
+  if (latest && round <= *latest) return;
+  store_->set("latest_round", bytes_of(std::to_string(round)));
+  // The settings every member of a completed round agreed on: later arrivals are held to them.
+  if (!options_.shared_settings.empty()) store_->set(kRunSettingsKey, bytes_of(options_.shared_settings));
 }
 
 std::unique_ptr<GlooCommunicator> IslandRendezvous::group(const RoundMembership& membership, int position,

@@ -75,13 +75,18 @@ struct IslandRendezvousOptions {
   std::string token;
   // The job secret; null: islands meet without one (only on a loopback rendezvous, the config says).
   std::shared_ptr<const MessageAuthenticator> authenticator;
+  // What every island must agree on, one "name: value" per line (the model, the outer settings...):
+  // held to those of the run's last completed round, or before one completed to the first island's
+  // to arrive at the round; an island whose differ is refused there (std::invalid_argument) before
+  // it arrives. Empty: not compared.
+  std::string shared_settings;
 };
 
 class IslandRendezvous {
  public:
-  // Connects to the meeting point; throws std::runtime_error naming it when it cannot be reached
-  // within `options.timeout`, std::invalid_argument when it refuses this island (a secret that is not
-  // the job's, or none where the job has one).
+  // Connects to the meeting point; throws std::invalid_argument naming it when it cannot be reached
+  // within `options.timeout` or refuses this island (a secret that is not the job's, or none where
+  // the job has one).
   IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options);
 
   // Arrives at round `round` (attempt `attempt`) and returns its agreed membership. Throws
@@ -101,6 +106,7 @@ class IslandRendezvous {
   // The newest round whose exchange counted (record_round), if any: how an island that was away
   // learns where the others are.
   std::optional<int64_t> latest_round();
+  // Round `round` counted: it becomes the latest (when newer), and its settings the run's.
   void record_round(int64_t round);
 
   const IslandRendezvousOptions& options() const { return options_; }
@@ -110,10 +116,14 @@ class IslandRendezvous {
 
  private:
   void admit(const std::string& where);
+  // Refuses this island when its shared settings differ from those of the first island to arrive at
+  // round key `key` (recorded there by it).
+  void compare_settings(const std::string& key);
   bool proven(int island, const std::string& token, const std::string& proof, const std::string& round) const;
   std::string proof(const std::string& round) const;
 
   IslandRendezvousOptions options_;
+  std::string where_;  // "outer.rendezvous HOST:PORT", for messages
   std::string nonce_;  // the admission record's nonce ("" without a secret)
   c10::intrusive_ptr<c10d::Store> store_;
 };

@@ -57,6 +57,7 @@ comm::IslandRendezvousOptions rendezvous_options(const Config& config, const com
   options.grace = config.islands_are_elastic() ? milliseconds(config.outer.grace_s) : options.timeout;
   options.gloo.address = comm::local_address_towards(address.host);
   options.token = island_token(world);
+  options.shared_settings = island_shared_settings(config);
   if (config.outer.has_secret())
     options.authenticator = std::make_shared<comm::MessageAuthenticator>(
         comm::MessageAuthenticator::from_file(config.outer.secret_file));

@@ -2,7 +2,8 @@
 # Installs everything Atoll needs to build, test and run its examples:
 #   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest,
 #     Gloo's headers (the islands' TCP groups use LibTorch's own Gloo; only the headers come from Debian),
-#     OpenSSL (the islands' job secret: HMAC-SHA256);
+#     OpenSSL (the islands' job secret: HMAC-SHA256), iproute2 (the islands' tests on shaped links
+#     between network namespaces: ip, tc);
 #   - .venv/ (git-ignored) with the PyTorch wheel pinned in scripts/requirements.txt, whose LibTorch
 #     the build links (cmake/AtollTorch.cmake finds it there).
 # Idempotent: what is present is kept, so a second run is a quick no-op.
@@ -15,7 +16,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libgloo-dev libssl-dev
+  libgloo-dev libssl-dev iproute2
 )
 python=${ATOLL_PYTHON:-python3}
 

@@ -5,7 +5,9 @@
 // mean() is a reduce-scatter and an all-gather, both over encoded bytes:
 //   1. the tensor is cut into k chunks (comm::shard_range); island j receives everyone's encoded
 //      chunk j (one all-to-all), decodes them and sums them in island order in fp32;
-//   2. island j encodes its mean chunk once and all-gathers it; every island decodes the same bytes.
+//   2. island j encodes its mean chunk once and sends it to every other island (a second all-to-all,
+//      all posted at once: a ring's hand-offs left a shaped link half idle); every island decodes
+//      the same bytes.
 // So each island sends 2(k-1)/k of the encoded tensor -- a ring all-reduce's volume at the codec's
 // width -- the error is two roundings, and no island's copy differs in a bit (island j uses the
 // decoded bytes of its own chunk too, not its unrounded sum).

@@ -783,4 +783,19 @@ std::string config_to_yaml(const Config& config) {
   return yaml;
 }
 
+std::string island_shared_settings(const Config& config) {
+  static const std::set<std::string> own = {
+      "outer.rendezvous",          "outer.island",  "outer.secret_file",
+      "outer.timeout_s",           "outer.grace_s", "outer.simulated_bandwidth_mbps",
+      "outer.simulated_latency_ms"};
+  static const std::set<std::string> shared = {"parallel.islands", "run.seed", "train.steps",
+                                               "train.global_batch"};
+  std::string text;
+  for (const Field& f : fields()) {
+    const bool whole_section = (f.section == "model" || f.section == "outer") && !own.count(f.name());
+    if (whole_section || shared.count(f.name())) text += f.name() + ": " + f.show(config) + "\n";
+  }
+  return text;
+}
+
 }  // namespace atl::runtime

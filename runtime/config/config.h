@@ -292,5 +292,10 @@ std::string config_table(const Config& config);
 // Every field of every section as YAML, for the run directory; parse_config of it gives back an
 // equal Config.
 std::string config_to_yaml(const Config& config);
+// What every island job of one run must agree on, one "name: value" line per setting: the model,
+// the outer settings (not this island's own: rendezvous, island, secret, timeouts, the simulated
+// link), parallel.islands, run.seed (the initial weights), train.steps (the schedule and the last
+// round) and train.global_batch. Islands compare it at the rendezvous.
+std::string island_shared_settings(const Config& config);
 
 }  // namespace atl::runtime

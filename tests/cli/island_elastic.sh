@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
 # Elastic islands (issue 19; outer.min_islands below parallel.islands): three `atoll launch` jobs of
 # one island each whose membership is a quorum per outer round.
-# With every island there, they train bit for bit as the single-world run of the same config.
+# With every island there, they train bit for bit as the single-world run of the same config, also
+# when one alters a chunk in flight (caught by its HMAC) and, on real links, when one's link is cut
+# for 3 s mid-run and restored.
 # Island 2 dies (SIGKILL, as a machine losing power) in the middle of an inner phase: islands 0 and 1
 # go on averaging between the two of them, logging island 2's drop, and finish. Island 2 restarted
 # from its last checkpoint finds the others past its step, meets their next round, takes their phi
 # and outer momentum and continues at their step: at the end all three islands hold the same phi,
-# bit for bit. (These islands prove the job secret: a restarted island's tags match the others'.)
+# bit for bit. Meanwhile a job for island 2 with another model is refused at the rendezvous, exit 2.
 # Island 1 dies inside an exchange, its first phase sent: the others' exchange fails, the round is
 # settled as failed everywhere (nothing of it applied), and they meet it again as two.
-# Usage: island_elastic.sh ATOLL_BIN
+# Every island holds the job secret (a restarted island's tags must match the others').
+# With ISLAND_LINK_MBIT=R each island job runs in a network namespace of its own on a link shaped to
+# R Mbit/s, the rendezvous in a hub namespace (tests/cli/netns.sh): the same cases on real links.
+# Usage: [ISLAND_LINK_MBIT=R] island_elastic.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
+if [[ -n ${ISLAND_LINK_MBIT:-} ]]; then
+  source "$(dirname "$0")/netns.sh"
+  use_island_links 3 "$ISLAND_LINK_MBIT" && check ok "3 islands' namespaces on $ISLAND_LINK_MBIT Mbit/s links (tc tbf)" ||
+    { check fail "network namespaces with tc tbf (root, iproute2)"; finish; exit; }
+fi
 
 island_config "$work/islands.yaml"
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
+chmod 600 "$work/secret"
 
 # step, theta's and phi's validation loss of every validation record.
 validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
@@ -25,50 +37,71 @@ timeout 300 "$atoll" launch "$work/islands.yaml" >"$work/single.log" 2>&1 &&
   check ok "single-world reference: 3 islands in one mpirun, 24 steps" ||
   check fail "single-world reference" "$work/single.log"
 
-start_rendezvous "$atoll" "$work/rendezvous.log"
 # island_job LABEL ISLAND OVERRIDES...: one elastic `atoll launch` of island ISLAND in $work/LABEL-ISLAND.
 island_job() {
   local label=$1 island=$2
   shift 2
-  timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/$label-$island" \
-    --set outer.rendezvous="127.0.0.1:$port" --set outer.island="$island" --set outer.min_islands=2 "$@" \
-    >"$work/$label-$island.log" 2>&1
+  island_exec "$island" timeout 300 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/$label-$island" \
+    --set outer.rendezvous="$rendezvous_host:$port" --set outer.island="$island" --set outer.min_islands=2 \
+    --set outer.secret_file="$work/secret" "$@" >"$work/$label-$island.log" 2>&1
 }
 
-# Every island there (a grace long enough for the slowest to start): the single world, bit for bit.
-jobs=()
-for island in 0 1 2; do
-  island_job whole $island --set outer.grace_s=20 &
-  jobs+=($!)
-done
-wait_for_jobs
-if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/whole-0/metrics.jsonl") == 6 ]]; then
-  check ok "three elastic island jobs with every island there met all 6 rounds as three"
-else
-  check fail "elastic island jobs (exit ${statuses[*]})" "$work/whole-0.log"
-fi
-if [[ -n $(losses "$work/single/metrics.jsonl") ]] &&
-    diff <(losses "$work/single/metrics.jsonl") <(losses "$work/whole-0/metrics.jsonl") >"$work/whole.diff" &&
-    diff <(validation "$work/single/metrics.jsonl") <(validation "$work/whole-0/metrics.jsonl") >>"$work/whole.diff"; then
-  check ok "with every island there: island 0's losses, grad norms, theta's and phi's validation bitwise the single world's"
-else
-  check fail "elastic islands differ from the single-world run" "$work/whole.diff"
-fi
+# every_island LABEL [DURING]: three elastic island jobs with every island there (a grace long enough
+# for the slowest to start or come back), island 1 altering a chunk of its second exchange in flight
+# (its receiver's HMAC catches it, the exchange runs again); DURING (a function) runs meanwhile.
+# They meet every round as three, and island 0 logs the single world's run, bit for bit.
+every_island() {
+  local label=$1 during=${2:-true} fault
+  start_rendezvous "$atoll" "$work/rendezvous-$label.log" --secret-file "$work/secret"
+  jobs=()
+  for island in 0 1 2; do
+    [[ $island == 1 ]] && fault=corrupt_chunk@2:1 || fault=
+    ATOLL_FAULT=$fault island_job "$label" $island --set outer.grace_s=20 &
+    jobs+=($!)
+  done
+  "$during"
+  wait_for_jobs
+  if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/$label-0/metrics.jsonl") == 6 ]] &&
+      grep -q "a chunk island 1 sent to island 0 failed its HMAC check" "$work/$label-0.log"; then
+    check ok "$label: three elastic island jobs met all 6 rounds as three; island 1's altered chunk was caught at island 0"
+  else
+    check fail "$label: elastic island jobs (exit ${statuses[*]})" "$work/$label-0.log"
+  fi
+  if same_run "$work/single/metrics.jsonl" "$work/$label-0/metrics.jsonl" "$work/$label.diff"; then
+    check ok "$label: island 0's losses, grad norms, theta's and phi's validation bitwise the single world's"
+  else
+    check fail "$label: the elastic islands differ from the single-world run" "$work/$label.diff"
+  fi
+  kill -TERM $rendezvous
+  wait $rendezvous
+}
+every_island whole
 
-kill -TERM $rendezvous
-wait $rendezvous
+# On real links: island 2's link is cut for 3 s once it has logged step 6, and restored (TCP
+# retransmits; the others wait for it at the round).
+cut_island_2() {
+  for _ in $(seq 1 600); do grep -q '"step":6,' "$work/cut-2/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  cut_link 2
+  sleep 3
+  grep -c '"loss"' "$work/cut-2/metrics.jsonl" >"$work/steps-at-restore"
+  restore_link 2
+}
+if [[ -n ${ISLAND_LINK_MBIT:-} ]]; then
+  every_island cut cut_island_2
+  (($(cat "$work/steps-at-restore") < 24)) &&
+    check ok "island 2's link was cut for 3 s mid-run (restored at its step $(cat "$work/steps-at-restore")) and the islands finished as above" ||
+    check fail "the cut came after island 2 had finished"
+fi
 
 # Island 2 dies at the start of step 11 (after its step-8 checkpoint, inside round 3's inner phase).
 # A new rendezvous: one per training run (the store keeps the newest round the islands completed).
-od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
-chmod 600 "$work/secret"
 start_rendezvous "$atoll" "$work/rendezvous-churn.log" --secret-file "$work/secret"
 jobs=()
 for island in 0 1; do
-  island_job churn $island --set outer.grace_s=3 --set outer.secret_file="$work/secret" &
+  island_job churn $island --set outer.grace_s=3 &
   jobs+=($!)
 done
-ATOLL_FAULT=sigkill@11 island_job churn 2 --set outer.grace_s=3 --set outer.secret_file="$work/secret"
+ATOLL_FAULT=sigkill@11 island_job churn 2 --set outer.grace_s=3
 killed=$?
 if [[ $killed -ne 0 ]] && grep -q "fault hook: rank 0 dies (SIGKILL) at step 11" "$work/churn-2.log"; then
   check ok "island 2's job died at step 11 (exit $killed)"
@@ -78,8 +111,17 @@ fi
 mv "$work/churn-2.log" "$work/churn-2-killed.log"
 # It restarts once islands 0 and 1 have met round 3 without it: it is behind them then.
 for _ in $(seq 1 600); do grep -q '"step":12,.*"outer_islands":2' "$work/churn-0/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-island_job churn 2 --set outer.grace_s=3 --set outer.secret_file="$work/secret" &
+island_job churn 2 --set outer.grace_s=3 &
 jobs+=($!)
+# Meanwhile a job for island 2 with another model.dim is refused at its first round (held to the
+# settings of the run's last completed round) with one line, exit 2: nothing of it reaches the others.
+island_job other-model 2 --set outer.grace_s=3 --set model.dim=64
+status=$?
+if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 2: its model.dim: 64 differs from the run's (its islands' at round [0-9]*) 32; every island job of a run needs the same model, outer settings" "$work/other-model-2.log"; then
+  check ok "an island job with another model.dim is refused at the rendezvous with one line, exit 2"
+else
+  check fail "an island with another model (exit $status)" "$work/other-model-2.log"
+fi
 wait_for_jobs
 if [[ ${statuses[*]} == "0 0 0" ]] && island_events "$work/churn-0/metrics.jsonl" island_dropped | grep -q '"step":12,"island":2' &&
     grep -q '"step":12,.*"outer_islands":2' "$work/churn-1/metrics.jsonl"; then
@@ -107,7 +149,7 @@ kill -TERM $rendezvous
 wait $rendezvous
 
 # Island 1 dies in its third exchange (round 3, step 12) once its first phase is sent.
-start_rendezvous "$atoll" "$work/rendezvous-midway.log"
+start_rendezvous "$atoll" "$work/rendezvous-midway.log" --secret-file "$work/secret"
 jobs=()
 for island in 0 1 2; do
   [[ $island == 1 ]] && fault=sigkill_in_exchange@3 || fault=

@@ -8,7 +8,8 @@
 # A job whose island never comes fails at outer.timeout_s with one line, exit 1, not a hang.
 # With the job secret (atoll rendezvous --secret-file, outer.secret_file): the islands train bit for
 # bit the same although one alters a chunk in flight (its receiver's HMAC check catches it, the
-# exchange runs again); an island with another secret, or none, is refused with one line, exit 2.
+# exchange runs again); an island with another secret, or none, is refused with one line, exit 2;
+# so is an island pointed at a rendezvous nobody serves.
 # Usage: island_jobs.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -64,9 +65,7 @@ if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "checkpoint: resumed from .*step-1
 else
   check fail "island jobs' resume (exit ${statuses[*]})" "$work/resumed-2.log"
 fi
-if [[ -n $(losses "$work/single/metrics.jsonl") ]] &&
-    diff <(losses "$work/single/metrics.jsonl") <(losses "$work/island-0/metrics.jsonl") >"$work/loss.diff" &&
-    diff <(validation "$work/single/metrics.jsonl") <(validation "$work/island-0/metrics.jsonl") >>"$work/loss.diff"; then
+if same_run "$work/single/metrics.jsonl" "$work/island-0/metrics.jsonl" "$work/loss.diff"; then
   check ok "island 0's job, stopped and resumed: $(losses "$work/single/metrics.jsonl" | wc -l) losses and grad norms, and every validation (theta, each island's, phi), bitwise those of the single-world run"
 else
   check fail "island 0's job differs from the single-world run" "$work/loss.diff"
@@ -137,6 +136,16 @@ else
 fi
 kill -TERM $guarded
 wait $guarded
+
+# A rendezvous nobody serves: one line naming it, exit 2, at outer.timeout_s.
+timeout 60 "$atoll" launch "$work/islands.yaml" --set run.dir="$work/unreachable" --set outer.rendezvous=127.0.0.1:1 \
+  --set outer.island=0 --set outer.timeout_s=2 >"$work/unreachable.log" 2>&1
+status=$?
+if [[ $status -eq 2 ]] && grep -q "outer.rendezvous 127.0.0.1:1 could not be reached within 2 s (.*); start it with \`atoll rendezvous --port 1\` or fix the address" "$work/unreachable.log"; then
+  check ok "an unreachable rendezvous: one line naming it, exit 2"
+else
+  check fail "unreachable rendezvous (exit $status)" "$work/unreachable.log"
+fi
 
 kill -TERM $open_rendezvous
 wait $open_rendezvous

@@ -33,10 +33,17 @@ make_corpus() {  # make_corpus ATOLL DIR: a small repetitive text, byte-tokenize
   "$1" data prepare --out "$2" --val-fraction 0.1 "$work/text.txt" >/dev/null
 }
 
+# Where island jobs and the rendezvous run: here, on loopback; tests/cli/netns.sh's use_island_links
+# moves each island into a network namespace of its own on a shaped link, the rendezvous to the hub.
+rendezvous_host=127.0.0.1
+island_exec() { shift; "$@"; }  # island_exec ISLAND CMD...: CMD where island ISLAND runs
+hub_prefix=()                   # what runs a command where the rendezvous runs (a command, not a
+                                # function: the rendezvous's pid is the process SIGTERM must reach)
+
 start_rendezvous() {  # start_rendezvous ATOLL LOG [ARGS...]: `atoll rendezvous` on a free port; sets $rendezvous, $port
   local atoll=$1 log=$2
   shift 2
-  "$atoll" rendezvous --port 0 "$@" >"$log" 2>&1 &
+  "${hub_prefix[@]}" "$atoll" rendezvous --port 0 "$@" >"$log" 2>&1 &
   rendezvous=$!
   for _ in $(seq 1 250); do grep -q "serving islands on port" "$log" && break; sleep 0.02; done
   port=$(sed -n 's/.*serving islands on port \([0-9]*\) .*/\1/p' "$log")
@@ -59,6 +66,11 @@ YAML
 }
 # step, loss, grad norm of every step of a metrics.jsonl (without timings).
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+# same_run EXPECTED ACTUAL DIFF: whether ACTUAL's losses and validation (the caller's `validation`) are EXPECTED's,
+# bitwise; the differences go to DIFF.
+same_run() {
+  [[ -n $(losses "$1") ]] && diff <(losses "$1") <(losses "$2") >"$3" && diff <(validation "$1") <(validation "$2") >>"$3"
+}
 
 wait_for_jobs() {  # waits for every pid in $jobs; $statuses: their exit codes, in order
   statuses=()
