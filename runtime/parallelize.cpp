@@ -116,20 +116,36 @@ void add_islands(const Config& config, ParallelLayout& layout,
   layout.outer = std::make_unique<optim::outer::OuterOptimizer>(
       options, layout.data_parallel->optimizer_values(), outer_fragments(config, layout),
       *layout.island_exchange);
+  std::vector<optim::outer::ValueSpan> counted;
+  for (const parallel::ShardSpan& span : layout.norm_spans()) counted.push_back({span.offset, span.numel});
+  // The groups live in the mesh (owned by pointer), so they outlive moves of the layout.
+  layout.outer->bound_pseudo_gradients(
+      o.max_pseudo_grad_norm, counted,
+      [groups = layout.norm_groups()](const std::vector<at::Tensor>& pieces) {
+        return optim::global_grad_norm(pieces, groups);
+      });
 }
 
 }  // namespace
 
-double ParallelLayout::global_grad_norm() const {
+std::vector<parallel::ShardSpan> ParallelLayout::norm_spans() const {
   const bool count_replicated = mesh->coord().tp == 0;
-  std::vector<at::Tensor> pieces;
-  for (const parallel::ShardSpan& span : data_parallel->owned_spans([&](const parallel::FlatEntry& e) {
-         return !e.info.duplicate && (count_replicated || !e.info.replicated_in_model_group);
-       }))
-    pieces.push_back(data_parallel->optimizer_grads().narrow(0, span.offset, span.numel));
+  return data_parallel->owned_spans([&](const parallel::FlatEntry& e) {
+    return !e.info.duplicate && (count_replicated || !e.info.replicated_in_model_group);
+  });
+}
+
+std::vector<comm::Communicator*> ParallelLayout::norm_groups() const {
   std::vector<comm::Communicator*> groups{&mesh->model()};
   if (data_parallel->gradients_sharded()) groups.insert(groups.begin(), &mesh->dp());
-  return optim::global_grad_norm(pieces, groups);
+  return groups;
+}
+
+double ParallelLayout::global_grad_norm() const {
+  std::vector<at::Tensor> pieces;
+  for (const parallel::ShardSpan& span : norm_spans())
+    pieces.push_back(data_parallel->optimizer_grads().narrow(0, span.offset, span.numel));
+  return optim::global_grad_norm(pieces, norm_groups());
 }
 
 parallel::ModelStateBytes ParallelLayout::model_state_bytes() const {

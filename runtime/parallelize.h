@@ -56,6 +56,10 @@ struct ParallelLayout {
   // group (tp-replicated ones on tp rank 0, stage copies never), and under ZeRO over the dp group.
   // Collective over those groups.
   double global_grad_norm() const;
+  // What such a norm sums: the spans of this rank's optimizer values that count, and the groups
+  // over which the sum of squares is all-reduced.
+  std::vector<parallel::ShardSpan> norm_spans() const;
+  std::vector<comm::Communicator*> norm_groups() const;
   // Bytes of model state this rank holds now (live allocations).
   parallel::ModelStateBytes model_state_bytes() const;
 };

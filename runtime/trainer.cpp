@@ -58,10 +58,17 @@ struct Trainer::State {
   // at each round's boundary first. Returns the round's member count (0: no round ended here).
   int outer_step(int64_t step) {
     if (!layout.rounds || step % layout.rounds->inner_steps() != 0) {
-      layout.outer->after_inner_step(step);
+      outer_syncs(step);
       return 0;
     }
     return outer_round(step / layout.rounds->inner_steps());
+  }
+
+  // The outer optimizer's syncs due after `step`, and the islands they left out for their norm.
+  void outer_syncs(int64_t step) {
+    layout.outer->after_inner_step(step);
+    for (const optim::outer::IslandExchange::LeftOut& out : layout.outer->take_left_out())
+      log->pseudo_gradient_left_out(step, out.island, out.norm);
   }
 
   // Round `round` among the islands that come, met again among those still there while its exchange
@@ -81,7 +88,7 @@ struct Trainer::State {
           return 0;
         }
         if (met.caught_up) log->island_event(boundary, "caught_up", mesh().coord().island);
-        l.outer->after_inner_step(boundary);
+        outer_syncs(boundary);
         l.rounds->completed(round);
         return static_cast<int>(met.islands.size());
       } catch (const optim::outer::RoundFailed& e) {

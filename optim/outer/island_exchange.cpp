@@ -130,12 +130,12 @@ void IslandExchange::throw_unless_all_finite(const at::Tensor& values) {
 
 // The exchange runs on host copies over the group's MPI plane: islands sit behind links NCCL is not
 // made for, and the codecs' bytes are small. On the CPU the copies are the tensors themselves.
-at::Tensor IslandExchange::mean(const at::Tensor& values) {
-  if (!settle_) return mean_on_host(values.cpu()).to(values.device());
+at::Tensor IslandExchange::mean(const at::Tensor& values, double norm) {
+  if (!settle_) return mean_on_host(values.cpu(), norm).to(values.device());
   std::optional<at::Tensor> result;
   std::string failure = "another member's part of the exchange failed";
   try {
-    result = mean_on_host(values.cpu());
+    result = mean_on_host(values.cpu(), norm);
   } catch (const comm::GroupFailure& e) {
     failure = e.what();
   }
@@ -152,21 +152,43 @@ std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>
   return means;
 }
 
-at::Tensor IslandExchange::mean_on_host(const at::Tensor& values) {
+void IslandExchange::agree_on_left_out(double norm, uint64_t& sent) {
+  left_out_.clear();
+  if (max_norm_ <= 0.0) return;
   const int k = group_.size();
+  at::Tensor norms = at::zeros({k}, at::TensorOptions().dtype(at::kDouble));
+  norms[group_.rank()] = norm;
+  group_.all_reduce(norms, comm::ReduceOp::kSum)->wait();
+  sent += comm::ring_wire_bytes(norms.nbytes(), k, 2);
+  for (int j = 0; j < k; ++j) {
+    const double norm_j = norms[j].item<double>();
+    if (norm_j > max_norm_) left_out_.push_back({j, norm_j});
+  }
+}
+
+at::Tensor IslandExchange::mean_on_host(const at::Tensor& values, double norm) {
+  const int k = group_.size();
+  left_out_.clear();
   if (k == 1) return values.clone();
   const auto start = Clock::now();
   throw_unless_all_finite(values);
   uint64_t sent = 0;
+  agree_on_left_out(norm, sent);
+  // An island left out sends zeros, so the sums hold the others' values only.
+  const bool me_left_out = std::any_of(left_out_.begin(), left_out_.end(),
+                                       [&](const LeftOut& l) { return l.island == group_.rank(); });
+  const at::Tensor sent_values = me_left_out ? at::zeros_like(values) : values;
+  const int divisor =
+      std::max(1, (contributors_ > 0 ? contributors_ : k) - static_cast<int>(left_out_.size()));
   at::Tensor out = retried_until_authentic<at::Tensor>(
-      [&](int attempt, int& rejected) { return try_mean(values, attempt, sent, rejected); });
+      [&](int attempt, int& rejected) { return try_mean(sent_values, divisor, attempt, sent, rejected); });
   // The finiteness vote, k-1 messages in each of the two all-to-alls.
   account(start, sent, 2 * k - 1);
   return out;
 }
 
-std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int attempt, uint64_t& sent,
-                                                   int& rejected) {
+std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int divisor, int attempt,
+                                                   uint64_t& sent, int& rejected) {
   const int k = group_.size(), me = group_.rank();
   const int64_t n = values.numel();
   const comm::ShardRange mine = comm::shard_range(n, k, me);
@@ -201,11 +223,11 @@ std::optional<at::Tensor> IslandExchange::try_mean(const at::Tensor& values, int
   at::Tensor sum = at::zeros({mine.numel}, values.options());
   for (int j = 0; j < k; ++j)
     sum.add_(decode(codec_, received[static_cast<size_t>(j)].narrow(0, 0, my_chunk_bytes), mine.numel));
-  sum.div_(contributors_ > 0 ? contributors_ : k);
+  sum.div_(divisor);
 
-  // 2. All-gather of the encoded (and tagged) mean chunks, as one batch of sends and receives all
-  // posted at once: the same bytes per island as a ring, without its step-by-step hand-offs (which
-  // left a shaped 100 Mbit/s link half used).
+  // 2. Every island's encoded (and tagged) mean chunk to every other, as one batch of sends and
+  // receives all posted at once: the same bytes per island as a ring all-gather, without its
+  // step-by-step hand-offs (which left a shaped 100 Mbit/s link half used).
   const at::Tensor own = tagged(encode(codec_, sum), authentication_ ? context(attempt, 2, me, -1) : "");
   std::vector<at::Tensor> means(static_cast<size_t>(k));
   ops.clear();

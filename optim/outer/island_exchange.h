@@ -69,9 +69,11 @@ class IslandExchange {
   int island() const { return group_.rank(); }
 
   // The mean over every island of `values` (contiguous fp32, on any device; exchanged from host
-  // copies over MPI), bit-identical on every island.
-  // Blocks, including the simulated link's delay. Throws std::invalid_argument on non-finite values.
-  at::Tensor mean(const at::Tensor& values);
+  // copies over MPI), bit-identical on every island. `norm`: the L2 norm of this island's whole
+  // update, which `values` is a part of (every rank of an island passes the same), checked against
+  // bound_norms(). Blocks, including the simulated link's delay. Throws std::invalid_argument on
+  // non-finite values.
+  at::Tensor mean(const at::Tensor& values, double norm = 0.0);
   // The means over `members` (island indices, this island among them, the same list on every
   // member) of each tensor, summed in `members` order.
   std::vector<at::Tensor> group_mean(const std::vector<at::Tensor>& tensors, const std::vector<int>& members);
@@ -90,6 +92,16 @@ class IslandExchange {
   // How many islands' values the next means divide by (0: the group's size): a round whose group
   // includes islands catching up, whose values are exactly zero, averages over the others only.
   void set_contributors(int contributors) { contributors_ = contributors; }
+  // Islands whose norm (passed to mean()) exceeds `max_norm` are left out of that mean: they send
+  // zeros and the mean divides by the others (0: no bound). The islands agree on the norms first
+  // (one small all-reduce), so every island leaves out the same ones.
+  void bound_norms(double max_norm) { max_norm_ = max_norm; }
+  struct LeftOut {
+    int island;
+    double norm;
+  };
+  // The islands the last mean() left out for their norm.
+  const std::vector<LeftOut>& left_out() const { return left_out_; }
   // Chunks this rank received that failed their tag (none of them was averaged in).
   uint64_t rejected_chunks() const { return rejected_chunks_.load(); }
 
@@ -99,10 +111,11 @@ class IslandExchange {
   double simulated_seconds() const { return simulated_ns_.load() * 1e-9; }
 
  private:
-  at::Tensor mean_on_host(const at::Tensor& values);
-  // One attempt of mean(): nullopt when a chunk failed its tag (every island then returns nullopt,
-  // with `rejected` the lowest island whose chunk failed).
-  std::optional<at::Tensor> try_mean(const at::Tensor& values, int attempt, uint64_t& sent, int& rejected);
+  at::Tensor mean_on_host(const at::Tensor& values, double norm);
+  // One attempt of mean(), dividing the sums by `divisor`: nullopt when a chunk failed its tag
+  // (every island then returns nullopt, with `rejected` the lowest island whose chunk failed).
+  std::optional<at::Tensor> try_mean(const at::Tensor& values, int divisor, int attempt, uint64_t& sent,
+                                     int& rejected);
   std::vector<at::Tensor> group_mean_on_host(const std::vector<at::Tensor>& tensors,
                                              const std::vector<int>& members);
   std::optional<std::vector<at::Tensor>> try_group_mean(const std::vector<at::Tensor>& tensors,
@@ -113,6 +126,8 @@ class IslandExchange {
   template <typename Result, typename Attempt>
   Result retried_until_authentic(Attempt attempt_once);
   void throw_unless_all_finite(const at::Tensor& values);
+  // Sets left_out_ from every island's norm (agreed over the group) against max_norm_.
+  void agree_on_left_out(double norm, uint64_t& sent);
   void account(std::chrono::steady_clock::time_point start, uint64_t bytes, int messages);
 
   // Tagging: `message` with its tag appended, and whether a received one's tag is right. Without a
@@ -134,6 +149,8 @@ class IslandExchange {
   InFlightCorruption corruption_;
   std::function<bool(bool)> settle_;
   int contributors_ = 0;
+  double max_norm_ = 0.0;
+  std::vector<LeftOut> left_out_;
   int64_t die_in_exchange_ = -1;
   int64_t exchanges_ = 0;          // mean/group_mean calls so far
   int64_t session_exchanges_ = 0;  // those since authenticate(): part of every tag's context

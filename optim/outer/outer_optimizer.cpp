@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <utility>
 
 namespace atl::optim::outer {
 namespace {
@@ -117,8 +118,31 @@ at::Tensor OuterOptimizer::wait_pending() {
     const auto start = Clock::now();
     pending_->ready = pending_->mean.get();
     wait_seconds_ += seconds_since(start);
+    // The exchange's thread is done with it: its left-out islands are this mean's.
+    const std::vector<IslandExchange::LeftOut>& out = exchange_.left_out();
+    left_out_.insert(left_out_.end(), out.begin(), out.end());
   }
   return pending_->ready;
+}
+
+void OuterOptimizer::bound_pseudo_gradients(
+    double max_norm, const std::vector<ValueSpan>& counted,
+    std::function<double(const std::vector<at::Tensor>&)> island_norm) {
+  if (max_norm <= 0.0) return;
+  counted_ = at::zeros_like(phi_);
+  for (const ValueSpan& span : counted) counted_.narrow(0, span.offset, span.numel).fill_(1.0);
+  island_norm_ = std::move(island_norm);
+  exchange_.bound_norms(max_norm);
+}
+
+std::vector<IslandExchange::LeftOut> OuterOptimizer::take_left_out() {
+  return std::exchange(left_out_, {});
+}
+
+double OuterOptimizer::island_norm(int fragment, const at::Tensor& delta) const {
+  if (!counted_.defined()) return 0.0;
+  // Every rank of the island calls this at the same step (the schedule is the island's).
+  return island_norm_({delta * gather(state_views(counted_, fragment))});
 }
 
 void OuterOptimizer::noloco_sync(int64_t step) {
@@ -157,10 +181,12 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
     changed = true;
   }
   if (!starting) return changed;
+  const double norm = island_norm(*starting, delta);
   if (schedule_.delay == 0) {
     const auto start = Clock::now();
-    const at::Tensor mean = exchange_.mean(delta);
+    const at::Tensor mean = exchange_.mean(delta, norm);
     wait_seconds_ += seconds_since(start);
+    left_out_.insert(left_out_.end(), exchange_.left_out().begin(), exchange_.left_out().end());
     apply_mean(*starting, mean);
     return true;
   }
@@ -169,10 +195,11 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
     changed = true;
   }
   // The exchange runs on its own thread over the island group, which nothing else uses meanwhile.
-  pending_ = Pending{*starting,
-                     step + schedule_.delay,
-                     std::async(std::launch::async, [this, delta] { return exchange_.mean(delta); }),
-                     {}};
+  pending_ =
+      Pending{*starting,
+              step + schedule_.delay,
+              std::async(std::launch::async, [this, delta, norm] { return exchange_.mean(delta, norm); }),
+              {}};
   return changed;
 }
 

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -70,6 +71,15 @@ class OuterOptimizer {
   OuterOptimizer(const OuterOptimizer&) = delete;
   OuterOptimizer& operator=(const OuterOptimizer&) = delete;
 
+  // The pseudo-gradient norm bound (outer.max_pseudo_grad_norm; DiLoCo and Streaming DiLoCo): an
+  // island whose pseudo-gradient -- of the whole island, over the spans `counted` of every rank's
+  // values (each element of the model once) -- is longer than `max_norm` is left out of the round's
+  // mean. `island_norm`: the L2 norm of pieces of every rank of this island (collective over it).
+  void bound_pseudo_gradients(double max_norm, const std::vector<ValueSpan>& counted,
+                              std::function<double(const std::vector<at::Tensor>&)> island_norm);
+  // The islands left out of the means applied since the last call, for their pseudo-gradient norm.
+  std::vector<IslandExchange::LeftOut> take_left_out();
+
   // After `step` inner steps: starts, waits for and applies the syncs due. Returns whether theta
   // changed (the caller then refreshes what derives from it: compute copies, ZeRO gathers).
   bool after_inner_step(int64_t step);
@@ -100,6 +110,8 @@ class OuterOptimizer {
     std::future<at::Tensor> mean;
     at::Tensor ready;  // the mean once waited for
   };
+  // The L2 norm over the island of this fragment's pseudo-gradient `delta` (0 without a bound).
+  double island_norm(int fragment, const at::Tensor& delta) const;
   // In-place views of a fragment's spans: in an outer-state tensor (phi, momentum), or in theta.
   std::vector<at::Tensor> state_views(const at::Tensor& flat, int fragment) const;
   std::vector<at::Tensor> theta_views(int fragment) const;
@@ -119,6 +131,9 @@ class OuterOptimizer {
   at::Tensor phi_, momentum_;
   std::optional<Pending> pending_;
   double wait_seconds_ = 0.0;
+  at::Tensor counted_;  // 1 where an element counts towards the island's norm; undefined: no bound
+  std::function<double(const std::vector<at::Tensor>&)> island_norm_;
+  std::vector<IslandExchange::LeftOut> left_out_;
 };
 
 }  // namespace atl::optim::outer

@@ -369,6 +369,7 @@ const std::vector<Field>& fields() {
         outer("gamma", &OuterConfig::gamma, at_least(0)),
         outer("delayed", &OuterConfig::delayed),
         outer("compression", &OuterConfig::compression),
+        outer("max_pseudo_grad_norm", &OuterConfig::max_pseudo_grad_norm, at_least(0)),
         outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
         outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
         outer("rendezvous", &OuterConfig::rendezvous),
@@ -687,6 +688,12 @@ void validate_outer(const Config& c, Problems& problems) {
                          " exceeds model.layers = " + std::to_string(c.model.layers) +
                          " (fragments are strided layers); use at most that many fragments");
   }
+  if (o.max_pseudo_grad_norm > 0 && algorithm != OuterAlgorithm::kDiLoCo &&
+      algorithm != OuterAlgorithm::kStreamingDiLoCo)
+    problems.push_back("config: outer.max_pseudo_grad_norm = " + shortest(o.max_pseudo_grad_norm) +
+                       " applies to outer.algorithm = diloco or streaming_diloco (an average of "
+                       "pseudo-gradients), not '" +
+                       algorithm_name + "'; set outer.max_pseudo_grad_norm: 0");
   if (algorithm == OuterAlgorithm::kNoLoCo && c.parallel.islands > 1 && o.group_size > c.parallel.islands)
     problems.push_back("config: outer.group_size = " + std::to_string(o.group_size) +
                        " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +

@@ -207,6 +207,10 @@ struct OuterConfig {
   double gamma = 0.7;    // noloco: pull of phi towards the group mean
   bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
   optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
+  // > 0: an island whose pseudo-gradient (of the round or fragment; L2 over the whole island) is
+  // longer is left out of that round's mean, with one line -- a diverging or poisoned island does
+  // not move phi. 0: no bound.
+  double max_pseudo_grad_norm = 0.0;
   double simulated_bandwidth_mbps = 0.0;  // > 0: the outer exchange is delayed as over such a link
   double simulated_latency_ms = 0.0;      // per message on the simulated link
   // Islands as separate jobs (one `atoll launch` each): HOST:PORT of `atoll rendezvous`, where they

@@ -113,6 +113,18 @@ void RunLog::island_event(int64_t step, const std::string& event, int island) {
   line("outer round at step " + std::to_string(step) + ": island " + std::to_string(island) + " " + words);
 }
 
+void RunLog::pseudo_gradient_left_out(int64_t step, int island, double norm) {
+  metrics_->write(JsonRecord()
+                      .add("event", "island_left_out")
+                      .add("step", step)
+                      .add("island", static_cast<int64_t>(island))
+                      .add("pseudo_grad_norm", norm));
+  line("outer sync at step " + std::to_string(step) + ": island " + std::to_string(island) +
+       "'s pseudo-gradient norm " + formatted("%.4g", norm) +
+       " exceeds outer.max_pseudo_grad_norm = " + formatted("%.4g", config_.outer.max_pseudo_grad_norm) +
+       "; it was left out of the mean (check that island's data and learning rate)");
+}
+
 void RunLog::validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands) {
   JsonRecord record = JsonRecord().add("step", step).add("val_loss", val_loss);
   if (islands && !islands->islands.empty()) record.add("val_loss_islands", islands->islands);

@@ -41,6 +41,9 @@ class RunLog {
   // Islands with a membership per round: `event` (island_joined, island_dropped, caught_up, sat_out)
   // of island `island` at the round ending at `step`, as a metrics event and a line.
   void island_event(int64_t step, const std::string& event, int island);
+  // Island `island`'s pseudo-gradient of norm `norm` exceeded outer.max_pseudo_grad_norm and was left
+  // out of the mean applied at `step`: an island_left_out event and a line.
+  void pseudo_gradient_left_out(int64_t step, int island, double norm);
   void validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands);
   // `signal` ended the run at `step` (`signal_text`: its name) after `dir` was committed.
   void preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir);

@@ -292,6 +292,9 @@ expect_cli_error outer_min_islands_too_many 2 "config: outer.min_islands = 3 exc
 expect_cli_error outer_min_islands_noloco 2 "config: outer.min_islands = 1 below parallel.islands \(a membership per round\) works with outer.algorithm: diloco \(not delayed\) for now" \
   plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
   --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.min_islands=1
+expect_cli_error outer_norm_bound_noloco 2 "config: outer.max_pseudo_grad_norm = 5 applies to outer.algorithm = diloco or streaming_diloco \(an average of pseudo-gradients\), not 'noloco'; set outer.max_pseudo_grad_norm: 0" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
+  --set outer.max_pseudo_grad_norm=5
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate

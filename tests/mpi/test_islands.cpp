@@ -10,6 +10,9 @@
 //  - Checkpoints: resume mid-round and with an exchange in flight is bitwise the run straight
 //    through; a checkpoint of k islands loads into another count.
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 
 #include "checkpoint/export.h"
 #include "optim/outer/outer_optimizer.h"
@@ -178,6 +181,103 @@ TEST_F(Islands, IslandsCatchingUpAreLeftOutOfTheMeansDivisor) {
   EXPECT_TRUE(at::allclose(exchange.mean(values), expected * (k - 1) / k, 1e-6, 1e-6));
 }
 
+// The pseudo-gradient norm bound: the islands agree on each other's norms, and those over the bound
+// send zeros and are left out of the divisor -- on every island alike.
+TEST_F(Islands, IslandsOverTheNormBoundAreLeftOutOfTheMean) {
+  outer::IslandExchange exchange(world(), outer::Codec::kNone, {});
+  const int k = world_size(), poisoned = k - 1;
+  auto values_of = [](int island) { return at::arange(301, at::kFloat).mul_(0.01 * (island + 1)).cos_(); };
+  const double norm = world().rank() == poisoned ? 1000.0 : 1.0 + world().rank();
+  exchange.bound_norms(10.0);
+  const at::Tensor mean = exchange.mean(values_of(world().rank()), norm);
+  at::Tensor expected = at::zeros({301});
+  for (int i = 0; i < poisoned; ++i) expected.add_(values_of(i));
+  expected.div_(k - 1);
+  EXPECT_TRUE(at::allclose(mean, expected, 1e-6, 1e-6)) << (mean - expected).abs().max().item<float>();
+  EXPECT_TRUE(same_on_every_rank(world(), mean));
+  ASSERT_EQ(exchange.left_out().size(), 1u);
+  EXPECT_EQ(exchange.left_out()[0].island, poisoned);
+  EXPECT_EQ(exchange.left_out()[0].norm, 1000.0);
+  // Every norm within the bound: everyone's values count.
+  const at::Tensor all = exchange.mean(values_of(world().rank()), 1.0);
+  EXPECT_TRUE(exchange.left_out().empty());
+  EXPECT_TRUE(at::allclose(all, (expected * (k - 1) + values_of(poisoned)) / k, 1e-6, 1e-6));
+}
+
+// `c` with each island on 2 ranks: `inner` is tp (with SP), zero (DP=2 ZeRO-1) or pp.
+Config in_two_ranks(Config c, const std::string& inner) {
+  if (inner == "zero") {
+    c.parallel.dp = 2;
+    c.parallel.zero = 1;
+  } else if (inner == "pp") {
+    c.parallel.pp = 2;
+    c.parallel.microbatches = 2;
+  } else {
+    c.parallel.tp = 2;
+    c.parallel.sequence_parallel = true;
+  }
+  return c;
+}
+
+// island_left_out events in a run's metrics.jsonl: "STEP ISLAND" -> the norm.
+std::map<std::string, double> left_out_events(const std::string& run_dir) {
+  std::map<std::string, double> events;
+  std::ifstream metrics(run_dir + "/metrics.jsonl");
+  const std::regex event(
+      R"re("event":"island_left_out","step":(\d+),"island":(\d+),"pseudo_grad_norm":([^,}]+))re");
+  std::smatch m;
+  for (std::string line; std::getline(metrics, line);)
+    if (std::regex_search(line, m, event)) events[m[1].str() + " " + m[2].str()] = std::stod(m[3].str());
+  return events;
+}
+
+// The bound measures an island's whole pseudo-gradient, each element once, whatever its layout:
+// 2 islands of TP=2 (+SP), of DP=2 ZeRO-1 and of PP=2 see the norms that 2 one-rank islands see,
+// and a bound between the two islands' norms leaves out the longer one only, on both islands.
+TEST_F(Islands, TheNormBoundMeasuresWholeIslandsInEveryLayout) {
+  if (world_size() != 4) GTEST_SKIP() << "2 islands x 2 ranks";
+  Config c = islands_config("islands-bound", OuterAlgorithm::kDiLoCo);
+  c.parallel.islands = 2;
+  c.outer.inner_steps = 3;
+  c.train.steps = 6;
+  c.outer.max_pseudo_grad_norm = 1e-9;  // every island left out: each round's norms all logged
+  // The same 2 one-rank islands on each half of the world, each half in its own run directory.
+  const std::string half_tag = "-half" + std::to_string(world().rank() % 2);
+  Config reference = c;
+  reference.run.dir += "-reference" + half_tag;
+  auto half = world().split(world().rank() % 2, world().rank(), "half");
+  atl::test::train(reference, *half);
+  world().barrier();
+  const std::map<std::string, double> expected = left_out_events(reference.run.dir);
+  ASSERT_EQ(expected.size(), 4u) << "2 rounds x 2 islands";
+  for (const std::string inner : {"tp", "zero", "pp"}) {
+    Config ours = in_two_ranks(c, inner);
+    ours.run.dir += "-" + inner;
+    atl::test::train(ours, world());
+    world().barrier();
+    const std::map<std::string, double> seen = left_out_events(ours.run.dir);
+    ASSERT_EQ(seen.size(), expected.size()) << inner;
+    for (const auto& [key, norm] : expected) {
+      ASSERT_TRUE(seen.count(key)) << inner << ": no event for step, island " << key;
+      EXPECT_NEAR(seen.at(key), norm, 1e-5 * norm) << inner << ": step, island " << key;
+    }
+  }
+  // A bound between the two islands' first-round norms: only the longer one is left out there.
+  const double norm0 = expected.at("3 0"), norm1 = expected.at("3 1");
+  ASSERT_NE(norm0, norm1);
+  Config between = c;
+  between.run.dir += "-between" + half_tag;
+  between.outer.max_pseudo_grad_norm = (norm0 + norm1) / 2;
+  const auto run = atl::test::train(between, *half);
+  world().barrier();
+  const std::map<std::string, double> seen = left_out_events(between.run.dir);
+  const std::string longer = norm0 > norm1 ? "3 0" : "3 1", shorter = norm0 > norm1 ? "3 1" : "3 0";
+  EXPECT_TRUE(seen.count(longer)) << "the longer pseudo-gradient was averaged in";
+  EXPECT_FALSE(seen.count(shorter)) << "the shorter pseudo-gradient was left out";
+  // Both islands still apply the same mean: bit-identical after the last sync.
+  for (const auto& [name, piece] : run.final_params) EXPECT_TRUE(same_on_every_rank(world(), piece)) << name;
+}
+
 TEST_F(Islands, OneIslandIsANoOp) {
   Config plain = islands_config("islands-one", OuterAlgorithm::kNone);
   plain.train.steps = 20;
@@ -260,23 +360,13 @@ TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
 TEST_F(Islands, ComposeWithTensorParallelismAndZero) {
   if (world_size() != 4) GTEST_SKIP() << "2 islands x 2 ranks";
   for (const std::string inner : {"tp", "zero", "pp"}) {
-    const bool zero = inner == "zero";
     Config c = islands_config("islands-" + inner, OuterAlgorithm::kDiLoCo);
     c.parallel.islands = 2;
     c.outer.inner_steps = 3;
     c.train.steps = 6;
     Config reference = c;  // 2 islands of one rank each, on each half of the world
     reference.run.dir += "-reference";
-    if (zero) {
-      c.parallel.dp = 2;
-      c.parallel.zero = 1;
-    } else if (inner == "pp") {
-      c.parallel.pp = 2;
-      c.parallel.microbatches = 2;
-    } else {
-      c.parallel.tp = 2;
-      c.parallel.sequence_parallel = true;
-    }
+    c = in_two_ranks(c, inner);
     auto half = world().split(world().rank() % 2, world().rank(), "half");
     const auto expected = atl::test::train(reference, *half);
     const auto ours = atl::test::train(c, world());
