@@ -104,6 +104,26 @@ std::string process_token() {
          std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
 }
 
+std::string rendezvous_name(const RendezvousAddress& address) {
+  return "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
+}
+
+c10::intrusive_ptr<c10d::Store> connect_rendezvous(const RendezvousAddress& address,
+                                                   std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = address.port;
+  options.isServer = false;
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(address.host, options);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument(rendezvous_name(address) + " could not be reached within " +
+                                std::to_string(timeout.count() / 1000) + " s (" + one_line_reason(e) +
+                                "); start it with `atoll rendezvous --port " + std::to_string(address.port) +
+                                "` or fix the address");
+  }
+}
+
 RendezvousServer::RendezvousServer(uint16_t port, std::shared_ptr<const MessageAuthenticator> authenticator) {
   c10d::TCPStoreOptions options;
   options.port = port;
@@ -125,21 +145,9 @@ IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRende
     throw std::invalid_argument("outer: islands between " + std::to_string(options_.min_islands) + " and " +
                                 std::to_string(options_.max_islands) +
                                 " is not a range; the minimum must be >= 1 and at most the maximum");
-  where_ = "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
-  const std::string& where = where_;
-  c10d::TCPStoreOptions store_options;
-  store_options.port = address.port;
-  store_options.isServer = false;
-  store_options.timeout = options_.timeout;
-  try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(address.host, store_options);
-  } catch (const c10::Error& e) {
-    throw std::invalid_argument(where + " could not be reached within " +
-                                std::to_string(options_.timeout.count() / 1000) + " s (" +
-                                one_line_reason(e) + "); start it with `atoll rendezvous --port " +
-                                std::to_string(address.port) + "` or fix the address");
-  }
-  admit(where);
+  where_ = rendezvous_name(address);
+  store_ = connect_rendezvous(address, options_.timeout);
+  admit(where_);
 }
 
 void IslandRendezvous::compare_settings(const std::string& key) {

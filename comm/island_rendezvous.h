@@ -50,6 +50,13 @@ class RendezvousServer {
 // arrivals (IslandRendezvousOptions::token). At most 100 characters.
 std::string process_token();
 
+// "outer.rendezvous HOST:PORT", for messages.
+std::string rendezvous_name(const RendezvousAddress& address);
+// A client of the meeting point. Throws std::invalid_argument naming it and the fix when it cannot
+// be reached within `timeout`.
+c10::intrusive_ptr<c10d::Store> connect_rendezvous(const RendezvousAddress& address,
+                                                   std::chrono::milliseconds timeout);
+
 struct RoundMembership {
   int64_t round = 0;
   int attempt = 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "comm/island_lease.h"
 #include "comm/island_rendezvous.h"
 #include "comm/message_authenticator.h"
 #include "comm/mpi_check.h"
@@ -185,6 +186,28 @@ IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCo
                            " rounds closed without this island; restart the rendezvous");
 }
 
+// Islands as separate jobs: rank 0 holds this job's island id at the rendezvous for the run. When a
+// live job holds it already, every rank of this one stops with the same line.
+std::unique_ptr<comm::IslandLease> hold_island_id(const Config& config, const comm::MpiCommunicator& world) {
+  std::unique_ptr<comm::IslandLease> lease;
+  std::string refusal;
+  if (world.rank() == 0) {
+    try {
+      lease = std::make_unique<comm::IslandLease>(
+          comm::parse_rendezvous(config.outer.rendezvous), config.outer.island, comm::process_token(),
+          std::chrono::milliseconds(static_cast<int64_t>(config.outer.timeout_s * 1000)));
+    } catch (const std::invalid_argument& e) {
+      refusal = e.what();
+    }
+  }
+  int length = static_cast<int>(refusal.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, world.handle()));
+  refusal.resize(static_cast<size_t>(length));
+  MPI_CHECK(MPI_Bcast(refusal.data(), length, MPI_CHAR, 0, world.handle()));
+  if (!refusal.empty()) throw std::invalid_argument(refusal);
+  return lease;
+}
+
 }  // namespace
 
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
@@ -201,6 +224,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
   const int cuda_device = device.is_cuda() ? device.index() : -1;
   std::optional<optim::outer::ExchangeAuthentication> authentication;
+  if (config.islands_are_jobs()) layout.island_lease = hold_island_id(config, world);
   if (config.islands_are_elastic()) {
     // The island group is each round's (IslandRounds::meet); until the first, this rank alone.
     layout.rounds = std::make_unique<IslandRounds>(config, world);

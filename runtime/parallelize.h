@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/device_mesh.h"
+#include "comm/island_lease.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/outer/island_exchange.h"
@@ -46,6 +47,7 @@ struct ParallelLayout {
   std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
   optim::LrSchedule lr_schedule;
   std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
+  std::unique_ptr<comm::IslandLease> island_lease;      // islands as jobs: this job's island id (rank 0)
   std::unique_ptr<IslandRounds> rounds;                 // islands as jobs with a membership per round
   std::unique_ptr<optim::outer::OuterOptimizer> outer;  // outer.algorithm != none
 

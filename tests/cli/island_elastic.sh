@@ -8,7 +8,8 @@
 # go on averaging between the two of them, logging island 2's drop, and finish. Island 2 restarted
 # from its last checkpoint finds the others past its step, meets their next round, takes their phi
 # and outer momentum and continues at their step: at the end all three islands hold the same phi,
-# bit for bit. Meanwhile a job for island 2 with another model is refused at the rendezvous, exit 2.
+# bit for bit. After the run a job with another model is refused at the rendezvous, exit 2, and a
+# second job for an island id a running job holds is refused, exit 2.
 # Island 1 dies inside an exchange, its first phase sent: the others' exchange fails, the round is
 # settled as failed everywhere (nothing of it applied), and they meet it again as two.
 # Every island holds the job secret (a restarted island's tags must match the others').
@@ -113,15 +114,6 @@ mv "$work/churn-2.log" "$work/churn-2-killed.log"
 for _ in $(seq 1 600); do grep -q '"step":12,.*"outer_islands":2' "$work/churn-0/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
 island_job churn 2 --set outer.grace_s=3 &
 jobs+=($!)
-# Meanwhile a job for island 2 with another model.dim is refused at its first round (held to the
-# settings of the run's last completed round) with one line, exit 2: nothing of it reaches the others.
-island_job other-model 2 --set outer.grace_s=3 --set model.dim=64
-status=$?
-if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 2: its model.dim: 64 differs from the run's (its islands' at round [0-9]*) 32; every island job of a run needs the same model, outer settings" "$work/other-model-2.log"; then
-  check ok "an island job with another model.dim is refused at the rendezvous with one line, exit 2"
-else
-  check fail "an island with another model (exit $status)" "$work/other-model-2.log"
-fi
 wait_for_jobs
 if [[ ${statuses[*]} == "0 0 0" ]] && island_events "$work/churn-0/metrics.jsonl" island_dropped | grep -q '"step":12,"island":2' &&
     grep -q '"step":12,.*"outer_islands":2' "$work/churn-1/metrics.jsonl"; then
@@ -136,6 +128,32 @@ if grep -qE "islands: the others are past this island's step (4|8); meeting roun
 else
   check fail "island 2's catching up" "$work/churn-2.log"
 fi
+# After the run, a job for island 0 with another model.dim is refused at the rendezvous (held to the
+# settings of the run's last completed round) with one line, exit 2, before it trains.
+island_job other-model 0 --set outer.grace_s=3 --set model.dim=64
+status=$?
+if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: its model.dim: 64 differs from the run's (its islands' at round [0-9]*) 32; every island job of a run needs the same model, outer settings" "$work/other-model-0.log" &&
+    ! grep -q '"loss"' "$work/other-model-0/metrics.jsonl" 2>/dev/null; then
+  check ok "an island job with another model.dim is refused at the rendezvous with one line, exit 2, before it trains"
+else
+  check fail "an island with another model (exit $status)" "$work/other-model-0.log"
+fi
+# A job for island 0 waits at the rendezvous for a round the others will never hold (they are done),
+# holding island 0; meanwhile a second job for island 0 is refused with one line, exit 2, and the
+# first waits on untouched.
+island_job holder 0 --set outer.grace_s=3 &
+holder=$!
+for _ in $(seq 1 600); do grep -q "islands: the others are past" "$work/holder-0.log" 2>/dev/null && break; sleep 0.1; done
+island_job duplicate 0 --set outer.grace_s=3
+status=$?
+if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: another running job holds island 0 (its heartbeat moved within the last 3 s); give each island job its own outer.island" "$work/duplicate-0.log" &&
+    kill -0 $holder 2>/dev/null; then
+  check ok "a second job for island 0 while another holds island 0 is refused with one line, exit 2; the holder runs on"
+else
+  check fail "a duplicate island id (exit $status)" "$work/duplicate-0.log"
+fi
+pkill -TERM -f "run.dir=$work/holder-0 "
+wait $holder
 final() { validation "$1" | awk '$1 == 24'; }
 if [[ -n $(final "$work/churn-0/metrics.jsonl") ]] &&
     diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-1/metrics.jsonl") >"$work/churn.diff" &&

@@ -1,0 +1,75 @@
+// One job per island id: while a job holds its island's lease at the rendezvous (its heartbeat
+// moving), a second claim for that id is refused with one line; a clean holder releases the id at
+// once; a holder that stopped beating (killed) is taken over once its heartbeat stood still.
+#include "comm/island_lease.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "comm/island_rendezvous.h"
+
+namespace atl::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+class IslandLeaseTest : public ::testing::Test {
+ protected:
+  RendezvousAddress address() const { return {"127.0.0.1", server_.port()}; }
+  std::unique_ptr<IslandLease> claim(int island, const std::string& token) {
+    return std::make_unique<IslandLease>(address(), island, token, std::chrono::seconds(10));
+  }
+
+  RendezvousServer server_{0};
+};
+
+TEST_F(IslandLeaseTest, ASecondJobForAHeldIslandIsRefusedWithOneLine) {
+  const auto first = claim(2, "job-a");
+  const auto start = Clock::now();
+  try {
+    claim(2, "job-b");
+    FAIL() << "a second job took island 2 while job-a held it";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "outer.rendezvous 127.0.0.1:" + std::to_string(server_.port()) +
+                  " refused island 2: another running job holds island 2 (its heartbeat "
+                  "moved within the last 3 s); give each island job its own "
+                  "outer.island, or stop the other job first");
+  }
+  // It watched the holder's heartbeat before refusing.
+  EXPECT_GE(seconds_since(start), 2.9);
+  // Other ids are free.
+  EXPECT_NO_THROW(claim(1, "job-b"));
+}
+
+TEST_F(IslandLeaseTest, AJobThatEndedReleasedItsIslandAtOnce) {
+  claim(0, "job-a").reset();
+  const auto start = Clock::now();
+  EXPECT_NO_THROW(claim(0, "job-b"));
+  EXPECT_LT(seconds_since(start), 1.0);
+}
+
+TEST_F(IslandLeaseTest, AHolderWhoseHeartbeatStoodStillIsTakenOver) {
+  // A killed job: its token holds the id, and its heartbeat never moves again.
+  auto store = connect_rendezvous(address(), std::chrono::seconds(10));
+  const std::string dead = "job-killed";
+  store->set("island/3/holder", std::vector<uint8_t>(dead.begin(), dead.end()));
+  store->add("island/3/beat/" + dead, 7);
+  const auto start = Clock::now();
+  const auto successor = claim(3, "job-restarted");
+  EXPECT_GE(seconds_since(start), 2.9);
+  const std::vector<uint8_t> holder = store->get("island/3/holder");
+  EXPECT_EQ(std::string(holder.begin(), holder.end()), "job-restarted");
+  // And the successor now holds it against a third job.
+  EXPECT_THROW(claim(3, "job-third"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atl::comm
