@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -59,9 +60,13 @@ std::string hugging_face_config(const std::map<std::string, std::string>& m) {
 
 std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role) {
   const proto::Manifest manifest = read_manifest(checkpoint_dir);
+  // The lowest island's copy: island 0's in a single world, the job's own for an island job.
+  int island = std::numeric_limits<int>::max();
+  for (const proto::Tensor& t : manifest.tensors())
+    if (t.role() == role) island = std::min(island, static_cast<int>(t.island()));
   std::map<std::string, at::Tensor> tensors;
   for (const proto::Tensor& t : manifest.tensors()) {
-    if (t.role() != role || t.island() != 0) continue;
+    if (t.role() != role || static_cast<int>(t.island()) != island) continue;
     at::Tensor full =
         at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
     for (const proto::Chunk& c : t.chunks()) {

@@ -13,8 +13,8 @@
 namespace atl::checkpoint {
 
 // Every tensor of `role` in the checkpoint, assembled from its chunks into its global shape (fp32),
-// by canonical name (island 0's copy where islands saved their own). CheckpointError on a damaged
-// checkpoint.
+// by canonical name (the lowest island's copy where islands saved their own: island 0's, or an island job's
+// own). CheckpointError on a damaged checkpoint.
 std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role);
 
 // Writes OUT (safetensors) and config.json in OUT's directory: the parameters, or with islands the

@@ -20,6 +20,7 @@
 #include "comm/device_mesh.h"
 #include "comm/island_rendezvous.h"
 #include "comm/mpi_communicator.h"
+#include "optim/outer/island_exchange.h"
 #include "optim/outer/outer_optimizer.h"
 #include "runtime/config/config.h"
 

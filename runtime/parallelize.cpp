@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "optim/grad_clip.h"
 #include "parallel/pipeline/stage_layout.h"
+#include "runtime/canonical_space.h"
 
 namespace atl::runtime {
 namespace {
@@ -93,7 +94,7 @@ std::vector<std::vector<optim::outer::ValueSpan>> outer_fragments(const Config& 
 }
 
 // Islands: the exchange between islands and, unless they average every step, the outer optimizer.
-void add_islands(const Config& config, ParallelLayout& layout,
+void add_islands(const Config& config, const comm::MpiCommunicator& world, ParallelLayout& layout,
                  std::optional<optim::outer::ExchangeAuthentication> authentication) {
   const OuterConfig& o = config.outer;
   if (config.parallel.islands == 1 && o.algorithm == OuterAlgorithm::kNone) return;
@@ -114,9 +115,16 @@ void add_islands(const Config& config, ParallelLayout& layout,
   options.noloco = {o.lr, o.momentum, o.gamma};
   options.group_size = o.group_size;
   options.seed = static_cast<uint64_t>(config.run.seed);
+  const std::vector<std::vector<optim::outer::ValueSpan>> fragments = outer_fragments(config, layout);
+  optim::outer::IslandAverage* average = layout.island_exchange.get();
+  if (config.islands_meet_canonically()) {
+    layout.island_ranks = world.duplicate("island ranks");
+    layout.canonical_average = std::make_unique<optim::outer::CanonicalIslandAverage>(
+        *layout.island_ranks, *layout.island_exchange, canonical_fragments(config, layout, fragments));
+    average = layout.canonical_average.get();
+  }
   layout.outer = std::make_unique<optim::outer::OuterOptimizer>(
-      options, layout.data_parallel->optimizer_values(), outer_fragments(config, layout),
-      *layout.island_exchange);
+      options, layout.data_parallel->optimizer_values(), fragments, *average);
   std::vector<optim::outer::ValueSpan> counted;
   for (const parallel::ShardSpan& span : layout.norm_spans()) counted.push_back({span.offset, span.numel});
   // The groups live in the mesh (owned by pointer), so they outlive moves of the layout.
@@ -169,6 +177,11 @@ struct IslandGroupOverTcp {
 };
 
 IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCommunicator& world) {
+  // Meeting canonically, only rank 0 is in a group between islands; the others average through it
+  // and hold a group of their own alone.
+  const bool leader_only = config.islands_meet_canonically();
+  std::unique_ptr<comm::Communicator> alone;
+  if (leader_only) alone = world.split(world.rank(), 0, "island");
   const comm::IslandRendezvousOptions options = rendezvous_options(config, world);
   comm::IslandRendezvous rendezvous(comm::parse_rendezvous(config.outer.rendezvous), options);
   // A round already closed without this island's token is an earlier run's: the islands meet at
@@ -177,6 +190,7 @@ IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCo
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const comm::RoundMembership round = rendezvous.join(0, attempt);
     if (!round.member()) continue;
+    if (leader_only && world.rank() != 0) return {std::move(alone), std::nullopt};
     IslandGroupOverTcp out{rendezvous.group(round, world.rank(), "island"), std::nullopt};
     if (options.authenticator)
       out.authentication = {options.authenticator, rendezvous.session(round, world.rank())};
@@ -276,7 +290,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
       decay_segments(*layout.data_parallel), optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
-  add_islands(config, layout, std::move(authentication));
+  add_islands(config, world, layout, std::move(authentication));
   if (layout.rounds) layout.rounds->attach(*layout.island_exchange);
   return layout;
 }

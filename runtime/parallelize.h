@@ -15,6 +15,7 @@
 #include "comm/island_lease.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "optim/outer/canonical_average.h"
 #include "optim/outer/island_exchange.h"
 #include "optim/outer/outer_optimizer.h"
 #include "parallel/flat_parameters.h"
@@ -47,6 +48,9 @@ struct ParallelLayout {
   std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
   optim::LrSchedule lr_schedule;
   std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
+  // Islands meeting canonically: every rank of this island, and the average through its rank 0.
+  std::unique_ptr<comm::Communicator> island_ranks;
+  std::unique_ptr<optim::outer::CanonicalIslandAverage> canonical_average;
   std::unique_ptr<comm::IslandLease> island_lease;      // islands as jobs: this job's island id (rank 0)
   std::unique_ptr<IslandRounds> rounds;                 // islands as jobs with a membership per round
   std::unique_ptr<optim::outer::OuterOptimizer> outer;  // outer.algorithm != none

@@ -22,13 +22,7 @@ method() {  # name, then --set overrides
     grep -E 'val loss|error' || true
 }
 extra=("$@")
-method sync --set outer.algorithm=none
-method diloco --set outer.algorithm=diloco
-method diloco_int8 --set outer.algorithm=diloco --set outer.compression=int8
-# P = 4 fragments (one layer each) needs H divisible by 4: H = 48, a fragment every 12 steps, its
-# exchange overlapping 2 inner steps.
-method streaming --set outer.algorithm=streaming_diloco --set outer.inner_steps=48 --set outer.fragments=4 \
-  --set outer.delay=2 --set outer.mix=0.5
-method noloco --set outer.algorithm=noloco
+source examples/islands/methods.sh
+every_method ""
 
-.venv/bin/python examples/islands/report.py "$out" sync diloco diloco_int8 streaming noloco
+.venv/bin/python examples/islands/report.py "$out" "${methods[@]}"

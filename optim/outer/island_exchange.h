@@ -34,6 +34,7 @@
 #include "comm/communicator.h"
 #include "comm/message_authenticator.h"
 #include "optim/outer/codec.h"
+#include "optim/outer/island_average.h"
 #include "optim/outer/simulated_link.h"
 
 namespace atl::optim::outer {
@@ -58,15 +59,15 @@ class RoundFailed : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class IslandExchange {
+class IslandExchange : public IslandAverage {
  public:
   static constexpr int kAuthenticatedAttempts = 3;
 
   // `islands`: the island group (one rank of every island with the same place in its island).
   IslandExchange(comm::Communicator& islands, Codec codec, SimulatedLink link);
 
-  int islands() const { return group_.size(); }
-  int island() const { return group_.rank(); }
+  int islands() const override { return group_.size(); }
+  int island() const override { return group_.rank(); }
 
   // The mean over every island of `values` (contiguous fp32, on any device; exchanged from host
   // copies over MPI), bit-identical on every island. `norm`: the L2 norm of this island's whole
@@ -77,6 +78,14 @@ class IslandExchange {
   // The means over `members` (island indices, this island among them, the same list on every
   // member) of each tensor, summed in `members` order.
   std::vector<at::Tensor> group_mean(const std::vector<at::Tensor>& tensors, const std::vector<int>& members);
+  // IslandAverage: the values are this rank's own, whatever the fragment.
+  at::Tensor average(const at::Tensor& values, double norm, int /*fragment*/) override {
+    return mean(values, norm);
+  }
+  std::vector<at::Tensor> group_average(const std::vector<at::Tensor>& tensors,
+                                        const std::vector<int>& members) override {
+    return group_mean(tensors, members);
+  }
 
   // From now on every message is tagged and checked (see the top of this file).
   void authenticate(ExchangeAuthentication authentication);
@@ -95,13 +104,10 @@ class IslandExchange {
   // Islands whose norm (passed to mean()) exceeds `max_norm` are left out of that mean: they send
   // zeros and the mean divides by the others (0: no bound). The islands agree on the norms first
   // (one small all-reduce), so every island leaves out the same ones.
-  void bound_norms(double max_norm) { max_norm_ = max_norm; }
-  struct LeftOut {
-    int island;
-    double norm;
-  };
+  void bound_norms(double max_norm) override { max_norm_ = max_norm; }
+  using LeftOut = outer::LeftOut;
   // The islands the last mean() left out for their norm.
-  const std::vector<LeftOut>& left_out() const { return left_out_; }
+  const std::vector<LeftOut>& left_out() const override { return left_out_; }
   // Chunks this rank received that failed their tag (none of them was averaged in).
   uint64_t rejected_chunks() const { return rejected_chunks_.load(); }
 

@@ -26,7 +26,7 @@ SyncSchedule OuterOptions::schedule() const {
 }
 
 OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
-                               std::vector<std::vector<ValueSpan>> fragments, IslandExchange& exchange)
+                               std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange)
     : options_(options),
       schedule_(options.schedule()),
       values_(std::move(values)),
@@ -88,8 +88,9 @@ std::vector<at::Tensor> OuterOptimizer::theta_views(int fragment) const {
   return views;
 }
 
-at::Tensor OuterOptimizer::gather(const std::vector<at::Tensor>& views) {
-  return at::cat(views);
+at::Tensor OuterOptimizer::gather(const std::vector<at::Tensor>& views) const {
+  // A pipeline stage may hold nothing of a fragment (Streaming DiLoCo's strided layers).
+  return views.empty() ? at::empty({0}, phi_.options()) : at::cat(views);
 }
 
 void OuterOptimizer::scatter(const std::vector<at::Tensor>& views, const at::Tensor& packed) {
@@ -119,7 +120,7 @@ at::Tensor OuterOptimizer::wait_pending() {
     pending_->ready = pending_->mean.get();
     wait_seconds_ += seconds_since(start);
     // The exchange's thread is done with it: its left-out islands are this mean's.
-    const std::vector<IslandExchange::LeftOut>& out = exchange_.left_out();
+    const std::vector<LeftOut>& out = exchange_.left_out();
     left_out_.insert(left_out_.end(), out.begin(), out.end());
   }
   return pending_->ready;
@@ -135,7 +136,7 @@ void OuterOptimizer::bound_pseudo_gradients(
   exchange_.bound_norms(max_norm);
 }
 
-std::vector<IslandExchange::LeftOut> OuterOptimizer::take_left_out() {
+std::vector<LeftOut> OuterOptimizer::take_left_out() {
   return std::exchange(left_out_, {});
 }
 
@@ -156,7 +157,7 @@ void OuterOptimizer::noloco_sync(int64_t step) {
   at::Tensor phi = gather(state_views(phi_, 0)), delta = gather(state_views(momentum_, 0));
   const at::Tensor progress = gather(theta_views(0)) - phi;
   const auto start = Clock::now();
-  const std::vector<at::Tensor> means = exchange_.group_mean({phi, progress}, members);
+  const std::vector<at::Tensor> means = exchange_.group_average({phi, progress}, members);
   wait_seconds_ += seconds_since(start);
   noloco_step(phi, delta, means[0], means[1], options_.noloco);
   scatter(state_views(phi_, 0), phi);
@@ -184,7 +185,7 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
   const double norm = island_norm(*starting, delta);
   if (schedule_.delay == 0) {
     const auto start = Clock::now();
-    const at::Tensor mean = exchange_.mean(delta, norm);
+    const at::Tensor mean = exchange_.average(delta, norm, *starting);
     wait_seconds_ += seconds_since(start);
     left_out_.insert(left_out_.end(), exchange_.left_out().begin(), exchange_.left_out().end());
     apply_mean(*starting, mean);
@@ -195,11 +196,13 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
     changed = true;
   }
   // The exchange runs on its own thread over the island group, which nothing else uses meanwhile.
-  pending_ =
-      Pending{*starting,
-              step + schedule_.delay,
-              std::async(std::launch::async, [this, delta, norm] { return exchange_.mean(delta, norm); }),
-              {}};
+  pending_ = Pending{*starting,
+                     step + schedule_.delay,
+                     std::async(std::launch::async,
+                                [this, delta, norm, fragment = *starting] {
+                                  return exchange_.average(delta, norm, fragment);
+                                }),
+                     {}};
   return changed;
 }
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "optim/outer/island_exchange.h"
+#include "optim/outer/island_average.h"
 #include "optim/outer/outer_rules.h"
 #include "optim/outer/outer_schedule.h"
 
@@ -66,7 +66,7 @@ class OuterOptimizer {
   // each fragment's spans, each inside one segment (one fragment unless streaming). phi starts
   // equal to theta, the momentum at zero.
   OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
-                 std::vector<std::vector<ValueSpan>> fragments, IslandExchange& exchange);
+                 std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange);
   ~OuterOptimizer();
   OuterOptimizer(const OuterOptimizer&) = delete;
   OuterOptimizer& operator=(const OuterOptimizer&) = delete;
@@ -78,7 +78,7 @@ class OuterOptimizer {
   void bound_pseudo_gradients(double max_norm, const std::vector<ValueSpan>& counted,
                               std::function<double(const std::vector<at::Tensor>&)> island_norm);
   // The islands left out of the means applied since the last call, for their pseudo-gradient norm.
-  std::vector<IslandExchange::LeftOut> take_left_out();
+  std::vector<LeftOut> take_left_out();
 
   // After `step` inner steps: starts, waits for and applies the syncs due. Returns whether theta
   // changed (the caller then refreshes what derives from it: compute copies, ZeRO gathers).
@@ -116,7 +116,7 @@ class OuterOptimizer {
   std::vector<at::Tensor> state_views(const at::Tensor& flat, int fragment) const;
   std::vector<at::Tensor> theta_views(int fragment) const;
   // The views' elements as one tensor, and back.
-  static at::Tensor gather(const std::vector<at::Tensor>& views);
+  at::Tensor gather(const std::vector<at::Tensor>& views) const;
   static void scatter(const std::vector<at::Tensor>& views, const at::Tensor& packed);
   void apply_mean(int fragment, const at::Tensor& mean_delta);
   void noloco_sync(int64_t step);
@@ -127,13 +127,13 @@ class OuterOptimizer {
   std::vector<at::Tensor> values_;
   std::vector<int64_t> value_offsets_;
   std::vector<std::vector<ValueSpan>> fragments_;
-  IslandExchange& exchange_;
+  IslandAverage& exchange_;
   at::Tensor phi_, momentum_;
   std::optional<Pending> pending_;
   double wait_seconds_ = 0.0;
   at::Tensor counted_;  // 1 where an element counts towards the island's norm; undefined: no bound
   std::function<double(const std::vector<at::Tensor>&)> island_norm_;
-  std::vector<IslandExchange::LeftOut> left_out_;
+  std::vector<LeftOut> left_out_;
 };
 
 }  // namespace atl::optim::outer

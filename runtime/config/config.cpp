@@ -799,7 +799,10 @@ std::string island_shared_settings(const Config& config) {
                                                "train.global_batch"};
   std::string text;
   for (const Field& f : fields()) {
-    const bool whole_section = (f.section == "model" || f.section == "outer") && !own.count(f.name());
+    // Islands that exchange rank by rank must also share one layout (canonically, each its own).
+    const bool layout = f.section == "parallel" && !config.islands_meet_canonically();
+    const bool whole_section =
+        (f.section == "model" || f.section == "outer" || layout) && !own.count(f.name());
     if (whole_section || shared.count(f.name())) text += f.name() + ": " + f.show(config) + "\n";
   }
   return text;

@@ -257,6 +257,12 @@ struct Config {
   bool islands_are_elastic() const {
     return islands_are_jobs() && outer.min_islands > 0 && outer.min_islands < parallel.islands;
   }
+  // Island jobs of a fixed membership average in the canonical parameter space through each
+  // island's rank 0 (optim/outer/canonical_average.h), so their layouts may differ; elastic island
+  // jobs, and islands averaging every step, exchange rank by rank and share one layout.
+  bool islands_meet_canonically() const {
+    return islands_are_jobs() && !islands_are_elastic() && outer.algorithm != OuterAlgorithm::kNone;
+  }
   // The ranks this job launches: islands*pp*dp*tp, or pp*dp*tp when each island is a job.
   int job_ranks() const {
     return (islands_are_jobs() ? 1 : parallel.islands) * parallel.pp * parallel.dp * parallel.tp;

@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "checkpoint/export.h"
+#include "optim/outer/island_exchange.h"
 #include "optim/outer/outer_optimizer.h"
 #include "tests/parity_harness.h"
 

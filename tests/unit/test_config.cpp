@@ -413,3 +413,29 @@ TEST(ConfigOutput, TableListsEveryFieldInABox) {
 }
 
 }  // namespace atl::runtime
+
+namespace atl::runtime {
+namespace {
+
+// Island jobs agree on the model and outer settings; those that exchange rank by rank (elastic, or
+// averaging every step) also on their layout, while a fixed membership's islands may differ there.
+TEST(IslandSharedSettings, OnlyIslandsExchangingRankByRankShareTheirLayout) {
+  const std::vector<std::string> jobs = {"parallel.islands=2", "outer.algorithm=diloco",
+                                         "outer.rendezvous=127.0.0.1:29400", "outer.island=0",
+                                         "parallel.tp=2"};
+  const Config fixed = parse_config("", jobs);
+  std::vector<std::string> elastic_overrides = jobs;
+  elastic_overrides.push_back("parallel.islands=3");
+  elastic_overrides.push_back("outer.min_islands=2");
+  const Config elastic = parse_config("", elastic_overrides);
+  ASSERT_TRUE(fixed.islands_meet_canonically());
+  ASSERT_FALSE(elastic.islands_meet_canonically());
+  EXPECT_EQ(island_shared_settings(fixed).find("parallel.tp"), std::string::npos);
+  EXPECT_NE(island_shared_settings(fixed).find("model.dim: "), std::string::npos);
+  EXPECT_NE(island_shared_settings(fixed).find("parallel.islands: 2"), std::string::npos);
+  EXPECT_NE(island_shared_settings(elastic).find("parallel.tp: 2"), std::string::npos);
+  EXPECT_NE(island_shared_settings(elastic).find("parallel.zero: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atl::runtime

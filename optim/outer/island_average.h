@@ -1,0 +1,40 @@
+// What the outer optimizer averages through: the islands' mean of a fragment's pseudo-gradient
+// (DiLoCo, Streaming DiLoCo) and a gossip group's means (NoLoCo), bit-identical on every island.
+// IslandExchange averages each rank's own values with the ranks at its place in every other island
+// (islands of one layout); CanonicalIslandAverage averages in the canonical parameter space, so
+// islands of different layouts can meet.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace atl::optim::outer {
+
+// An island left out of a mean for its pseudo-gradient norm (outer.max_pseudo_grad_norm).
+struct LeftOut {
+  int island;
+  double norm;
+};
+
+class IslandAverage {
+ public:
+  virtual ~IslandAverage() = default;
+
+  virtual int islands() const = 0;
+  virtual int island() const = 0;
+
+  // The mean over every island of `values`: this rank's elements of outer fragment `fragment`, in
+  // the order of its spans. `norm`: the L2 norm of this island's whole update (every rank of the
+  // island passes the same). Collective over the island's ranks that hold the fragment.
+  virtual at::Tensor average(const at::Tensor& values, double norm, int fragment) = 0;
+  // The means over `members` (island indices, this island among them) of each tensor (fragment 0).
+  virtual std::vector<at::Tensor> group_average(const std::vector<at::Tensor>& tensors,
+                                                const std::vector<int>& members) = 0;
+  // Islands whose norm exceeds `max_norm` are left out of the means (0: no bound).
+  virtual void bound_norms(double max_norm) = 0;
+  // The islands the last average() left out for their norm.
+  virtual const std::vector<LeftOut>& left_out() const = 0;
+};
+
+}  // namespace atl::optim::outer
