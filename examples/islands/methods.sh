@@ -1,6 +1,6 @@
-# The methods the islands experiment compares, for run.sh (simulated link) and links.sh (shaped
-# links); source it, then `every_method PREFIX` calls the sourcing script's `method RUN OVERRIDES...`
-# once per method, each run named PREFIX + the method.
+# The methods the islands experiment compares, for run.sh (island jobs on shaped links) and
+# simulated.sh (one MPI world, simulated link); source it, then `every_method PREFIX` calls the
+# sourcing script's `method RUN OVERRIDES...` once per method, each run named PREFIX + the method.
 methods=(sync diloco diloco_int8 streaming noloco)
 every_method() {
   local prefix=$1

@@ -7,7 +7,7 @@ Usage:
     e.g. python3 examples/islands/report.py runs/islands sync diloco diloco_int8 streaming noloco
 
 The first METHOD is the baseline (synchronous data parallelism). Each RUNS_DIR/METHOD/ holds the
-metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/run.sh makes them).
+metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/run.sh and simulated.sh make them).
 
 Prints to stdout, one row per method:
     method | outer algorithm | final val loss | vs baseline | bytes between islands |
@@ -15,8 +15,10 @@ Prints to stdout, one row per method:
 where the final validation loss is that of the outer parameters (val_loss_outer) when the run has
 an outer optimizer, else val_loss; the bytes are outer_bytes_total of the last step (what one rank
 sent to the other islands); the wall-clock is the sum of step_s (training time, simulated link
-delays included). Then, when a method is named `diloco`, whether it meets the issue's targets
-(val loss within 3% of the baseline, >= 40x fewer bytes, >= 5x faster).
+delays included). Then, when a method is named `diloco` (or PREFIX_diloco), whether it meets the
+issue's targets (val loss within 3% of the baseline, >= 40x fewer bytes, >= 5x faster); and when
+one is named `churn` (or PREFIX_churn: DiLoCo with an island killed and restarted mid-run), its
+final loss against DiLoCo's without churn.
 
 Writes RUNS_DIR/islands.md (the table and the target lines) and RUNS_DIR/islands.svg (validation
 loss against tokens and against bytes between islands, log scale). Python 3 standard library only.
@@ -242,10 +244,25 @@ def table_lines(runs):
     return lines
 
 
+def named(runs, name):
+    """The run of method `name` or PREFIX_`name` (the links experiment's links_diloco), or None."""
+    return next((r for r in runs if r.method == name or r.method.endswith("_" + name)), None)
+
+
+def churn_lines(runs):
+    """The churn run's final loss against DiLoCo's without churn (none when either is absent)."""
+    churn, diloco = named(runs, "churn"), named(runs, "diloco")
+    if churn is None or diloco is None:
+        return []
+    change = percent_change(churn.final_val_loss(), diloco.final_val_loss())
+    return [f"churn: final val loss {churn.final_val_loss():.4f} with an island killed and restarted, "
+            f"{diloco.final_val_loss():.4f} without: {format_percent(change)}"]
+
+
 def target_lines(runs):
     """The issue's targets checked for the method named `diloco` (none when it is absent)."""
     base = runs[0]
-    diloco = next((r for r in runs if r.method == "diloco"), None)
+    diloco = named(runs, "diloco")
     if diloco is None or diloco is base:
         return []
     loss = percent_change(diloco.final_val_loss(), base.final_val_loss())
@@ -260,7 +277,7 @@ def target_lines(runs):
         f"{format_percent(loss)} -> {verdict(loss is not None and loss <= TARGET_LOSS_PERCENT)}",
         f"target: >= {TARGET_FEWER_BYTES:g}x fewer bytes: {format_ratio(fewer)} -> "
         f"{verdict(fewer is not None and fewer >= TARGET_FEWER_BYTES)}",
-        f"target: >= {TARGET_SPEEDUP:g}x faster wall-clock at the simulated link: "
+        f"target: >= {TARGET_SPEEDUP:g}x faster wall-clock: "
         f"{format_ratio(faster)} -> {verdict(faster is not None and faster >= TARGET_SPEEDUP)}",
     ]
 
@@ -451,7 +468,7 @@ def main(argv):
         print(f"report: {error}", file=sys.stderr)
         return 1
     lines = table_lines(runs)
-    targets = target_lines(runs)
+    targets = target_lines(runs) + churn_lines(runs)
     text = "\n".join(lines) + "\n"
     if targets:
         text += "\n" + "\n".join(targets) + "\n"
