@@ -7,7 +7,8 @@
 # the seconds it waited for it. Baseline in the same run, on the same link: one bulk TCP stream
 # (Python sockets) from island 0 to island 1. Prints both rates, the exchange's share of the link
 # and its ratio to the bulk stream; the target is >= 80% of the link. Then the same with delayed
-# DiLoCo, whose exchange runs behind the next round's inner steps: its outer wait per round. The
+# DiLoCo, whose exchange runs behind the next round's inner steps, and Streaming DiLoCo (one
+# fragment per layer, each exchange behind tau = 2 inner steps): their outer wait per round. The
 # islands hold the job secret (required off loopback): the HMAC on every chunk is in the figures.
 # Never fails for being slow. Needs root (namespaces) and tc.
 # Usage: bash bench/bench_island_link.sh [RATE_MBIT=100] [ROUNDS=4] [H=12]   (ATOLL_BIN overrides build/bin/atoll)
@@ -89,8 +90,11 @@ echo "== DiLoCo, H = $inner, $rounds rounds"
 run_islands diloco
 echo "== delayed DiLoCo, H = $inner, $rounds rounds"
 run_islands delayed --set outer.delayed=true
+echo "== Streaming DiLoCo, H = $inner, 4 fragments, tau = 2, $rounds rounds"
+run_islands streaming --set outer.algorithm=streaming_diloco --set outer.fragments=4 --set outer.delay=2 \
+  --set outer.mix=0.5
 
-"$python" - "$rate" "$stream_mbit" "$inner" "$work/diloco-0/metrics.jsonl" "$work/delayed-0/metrics.jsonl" <<'PY'
+"$python" - "$rate" "$stream_mbit" "$inner" "$work"/{diloco,delayed,streaming}-0/metrics.jsonl <<'PY'
 import json, statistics, sys
 rate, stream, inner = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 
@@ -100,16 +104,25 @@ def steps(path):
 def boundaries(path):  # the round-ending steps; the first pays the group's connections
     return [s for s in steps(path) if s["step"] % inner == 0][1:]
 
+def round_waits(path):  # the outer wait of each round (every step's), the first round's left out
+    waits = {}
+    for s in steps(path):
+        waits[(s["step"] - 1) // inner] = waits.get((s["step"] - 1) // inner, 0.0) + s["outer_wait_s"]
+    return [w for r, w in sorted(waits.items()) if r > 0]
+
+def step_s(path):  # the median step, exchanges included
+    return statistics.median(s["step_s"] for s in steps(path))
+
 diloco = boundaries(sys.argv[4])
 mbit = statistics.median(8 * r["outer_bytes"] / r["outer_wait_s"] / 1e6 for r in diloco)
 sent = statistics.median(r["outer_bytes"] for r in diloco)
-wait = statistics.median(r["outer_wait_s"] for r in diloco)
+wait = statistics.median(round_waits(sys.argv[4]))
 print(f"\nouter exchange (DiLoCo, 2 islands, {sent / 2**20:.1f} MiB sent per island per round):")
 print(f"  {mbit:.1f} Mbit/s (median of {len(diloco)} rounds, {wait:.2f} s each) = {100 * mbit / rate:.0f}% of the "
       f"{rate:.0f} Mbit/s link; bulk TCP stream {stream:.1f} Mbit/s: ratio {mbit / stream:.2f}x")
 print(f"  target >= 80% of the link: {'met' if mbit >= 0.8 * rate else 'NOT met'}")
-delayed = boundaries(sys.argv[5])
-inner_step = statistics.median(s["step_s"] for s in steps(sys.argv[5]) if s["step"] % inner != 0)
-print(f"delayed DiLoCo: outer wait {statistics.median(r['outer_wait_s'] for r in delayed):.2f} s per round "
-      f"(median of {len(delayed)}) against {wait:.2f} s for DiLoCo; {inner} inner steps of {inner_step:.2f} s cover it")
+for name, path in (("delayed DiLoCo", sys.argv[5]), ("Streaming DiLoCo", sys.argv[6])):
+    waits = round_waits(path)
+    print(f"{name}: outer wait {statistics.median(waits):.2f} s per round (median of {len(waits)}; max "
+          f"{max(waits):.2f} s) against {wait:.2f} s for DiLoCo; median step {step_s(path):.2f} s")
 PY

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "checkpoint/remove_tree.h"
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
@@ -23,6 +24,32 @@
 namespace atl::launcher {
 
 namespace {
+
+// A directory of this launch's own for Open MPI's session files (TMPDIR, which mpirun and its
+// ranks inherit), removed when the launch ends. Open MPI 4 keeps every mpirun's session files under
+// one shared per-user directory that the last job to finish removes: a second mpirun starting on
+// the same host in that instant (island jobs side by side) fails its orte_init ("mkdir failed").
+class SessionDirectory {
+ public:
+  SessionDirectory() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/atoll-launch-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) return;  // Open MPI's own default stays
+    path_ = pattern;
+    setenv("TMPDIR", path_.c_str(), 1);
+  }
+  ~SessionDirectory() {
+    try {
+      if (!path_.empty()) checkpoint::remove_tree(path_);
+    } catch (const std::exception&) {  // a leftover directory in TMPDIR is not worth failing the job
+    }
+  }
+  SessionDirectory(const SessionDirectory&) = delete;
+  SessionDirectory& operator=(const SessionDirectory&) = delete;
+
+ private:
+  std::string path_;
+};
 constexpr const char* kLaunchUsage =
     "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] [--dry-run] "
     "[--set key=value]... [-- LAUNCHER_ARGS]";
@@ -156,6 +183,9 @@ int launch_command(const Args& args) {
     return signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
   };
   child_options.own_process_group = true;
+  // srun's tasks take the allocation's TMPDIR (Slurm sets it per job); mpirun's a directory of their own.
+  std::optional<SessionDirectory> session_directory;
+  if (request.mode != LaunchMode::kSlurm) session_directory.emplace();
   for (int attempt = 0;; ++attempt) {
     std::error_code ignored;
     for (const RankExit& old : read_rank_exits(config.run.dir))

@@ -29,15 +29,15 @@ std::string broadcast_text(comm::Communicator& group, const std::string& text) {
 
 CanonicalIslandAverage::CanonicalIslandAverage(comm::Communicator& island_ranks, IslandExchange& exchange,
                                                std::vector<CanonicalFragment> fragments)
-    : island_ranks_(island_ranks), exchange_(exchange), fragments_(std::move(fragments)) {
+    : island_ranks_(island_ranks), exchange_(exchange) {
   // The island's place among the islands: the leader's, for every rank.
   at::Tensor place =
       at::tensor({static_cast<int64_t>(exchange_.islands()), static_cast<int64_t>(exchange_.island())});
   wait(island_ranks_.broadcast(place, 0));
   islands_ = static_cast<int>(place[0].item<int64_t>());
   island_ = static_cast<int>(place[1].item<int64_t>());
-  for (size_t f = 0; f < fragments_.size(); ++f) {
-    const CanonicalFragment& fragment = fragments_[f];
+  for (size_t f = 0; f < fragments.size(); ++f) {
+    const CanonicalFragment& fragment = fragments[f];
     at::Tensor owners = at::zeros({fragment.numel}, at::kInt);
     owners.index_put_({fragment.index.masked_select(fragment.owned)}, at::ones({}, at::kInt),
                       /*accumulate=*/true);
@@ -47,23 +47,41 @@ CanonicalIslandAverage::CanonicalIslandAverage(comm::Communicator& island_ranks,
       throw std::logic_error("canonical island average: " + std::to_string(wrong) + " of the " +
                              std::to_string(fragment.numel) + " canonical elements of fragment " +
                              std::to_string(f) + " are not owned by exactly one rank of the island");
+    placements_.push_back(placement_of(fragment, island_ranks_.size() == 1));
   }
 }
 
+CanonicalIslandAverage::Placement CanonicalIslandAverage::placement_of(const CanonicalFragment& fragment,
+                                                                       bool one_rank_island) {
+  Placement p;
+  p.numel = fragment.numel;
+  p.owned_at = fragment.owned.nonzero().view({-1});
+  p.owned_index = fragment.index.masked_select(fragment.owned);
+  const at::Tensor placed = fragment.index.ge(0);
+  p.placed_at = placed.nonzero().view({-1});
+  p.placed_index = fragment.index.masked_select(placed);
+  p.identity = one_rank_island && fragment.index.numel() == fragment.numel &&
+               fragment.owned.all().item<bool>() &&
+               fragment.index.equal(at::arange(fragment.numel, fragment.index.options()));
+  return p;
+}
+
 at::Tensor CanonicalIslandAverage::to_canonical(const at::Tensor& values, int fragment) const {
-  const CanonicalFragment& f = fragments_.at(static_cast<size_t>(fragment));
-  at::Tensor canonical = at::zeros({f.numel}, at::kFloat);
-  canonical.index_put_({f.index.masked_select(f.owned)}, values.to(at::kCPU).masked_select(f.owned));
+  const Placement& p = placements_.at(static_cast<size_t>(fragment));
+  // A one-rank island's values are its canonical vector: no scatter, no sum over the island.
+  if (p.identity) return values.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor canonical = at::zeros({p.numel}, at::kFloat);
+  canonical.index_copy_(0, p.owned_index, values.to(at::kCPU).index_select(0, p.owned_at));
   wait(island_ranks_.all_reduce(canonical, comm::ReduceOp::kSum));  // one owner per element: exact
   return canonical;
 }
 
 at::Tensor CanonicalIslandAverage::from_canonical(const at::Tensor& values, const at::Tensor& canonical,
                                                   int fragment) const {
-  const CanonicalFragment& f = fragments_.at(static_cast<size_t>(fragment));
-  const at::Tensor placed = f.index.ge(0);
+  const Placement& p = placements_.at(static_cast<size_t>(fragment));
+  if (p.identity) return canonical.to(values.device());
   at::Tensor out = values.to(at::kCPU).clone();
-  out.masked_scatter_(placed, canonical.index_select(0, f.index.masked_select(placed)));
+  out.index_copy_(0, p.placed_at, canonical.index_select(0, p.placed_index));
   return out.to(values.device());
 }
 

@@ -8,8 +8,8 @@
 # go on averaging between the two of them, logging island 2's drop, and finish. Island 2 restarted
 # from its last checkpoint finds the others past its step, meets their next round, takes their phi
 # and outer momentum and continues at their step: at the end all three islands hold the same phi,
-# bit for bit. After the run a job with another model is refused at the rendezvous, exit 2, and a
-# second job for an island id a running job holds is refused, exit 2.
+# bit for bit. After the run a job with another model or codec is refused at the rendezvous, exit 2,
+# and a second job for an island id a running job holds is refused, exit 2.
 # Island 1 dies inside an exchange, its first phase sent: the others' exchange fails, the round is
 # settled as failed everywhere (nothing of it applied), and they meet it again as two.
 # Every island holds the job secret (a restarted island's tags must match the others').
@@ -128,16 +128,22 @@ if grep -qE "islands: the others are past this island's step (4|8); meeting roun
 else
   check fail "island 2's catching up" "$work/churn-2.log"
 fi
-# After the run, a job for island 0 with another model.dim is refused at the rendezvous (held to the
-# settings of the run's last completed round) with one line, exit 2, before it trains.
-island_job other-model 0 --set outer.grace_s=3 --set model.dim=64
-status=$?
-if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: its model.dim: 64 differs from the run's (its islands' at round [0-9]*) 32; every island job of a run needs the same model, outer settings" "$work/other-model-0.log" &&
-    ! grep -q '"loss"' "$work/other-model-0/metrics.jsonl" 2>/dev/null; then
-  check ok "an island job with another model.dim is refused at the rendezvous with one line, exit 2, before it trains"
-else
-  check fail "an island with another model (exit $status)" "$work/other-model-0.log"
-fi
+# After the run, a job for island 0 with another model.dim, or another codec, is refused at the
+# rendezvous (held to the settings of the run's last completed round) with one line, exit 2, before
+# it trains.
+refused_setting() {  # refused_setting LABEL KEY VALUE RECORDED: a job with KEY=VALUE against the run's RECORDED
+  local label=$1 key=$2 value=$3 recorded=$4 status
+  island_job "$label" 0 --set outer.grace_s=3 --set "$key=$value"
+  status=$?
+  if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: its $key: $value differs from the run's (its islands' at round [0-9]*) $recorded; every island job of a run needs the same model, outer settings" "$work/$label-0.log" &&
+      ! grep -q '"loss"' "$work/$label-0/metrics.jsonl" 2>/dev/null; then
+    check ok "an island job with another $key ($value, the run's $recorded) is refused at the rendezvous with one line, exit 2, before it trains"
+  else
+    check fail "an island with another $key (exit $status)" "$work/$label-0.log"
+  fi
+}
+refused_setting other-model model.dim 64 32
+refused_setting other-codec outer.compression int8 none
 # A job for island 0 waits at the rendezvous for a round the others will never hold (they are done),
 # holding island 0; meanwhile a second job for island 0 is refused with one line, exit 2, and the
 # first waits on untouched.
