@@ -107,7 +107,8 @@ def boundaries(path):  # the round-ending steps; the first pays the group's conn
 def round_waits(path):  # the outer wait of each round (every step's), the first round's left out
     waits = {}
     for s in steps(path):
-        waits[(s["step"] - 1) // inner] = waits.get((s["step"] - 1) // inner, 0.0) + s["outer_wait_s"]
+        round_index = (s["step"] - 1) // inner
+        waits[round_index] = waits.get(round_index, 0.0) + s["outer_wait_s"]
     return [w for r, w in sorted(waits.items()) if r > 0]
 
 def step_s(path):  # the median step, exchanges included

@@ -50,6 +50,7 @@ class SessionDirectory {
  private:
   std::string path_;
 };
+
 constexpr const char* kLaunchUsage =
     "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] [--dry-run] "
     "[--set key=value]... [-- LAUNCHER_ARGS]";

@@ -7,7 +7,8 @@ Usage:
     e.g. python3 examples/islands/report.py runs/islands sync diloco diloco_int8 streaming noloco
 
 The first METHOD is the baseline (synchronous data parallelism). Each RUNS_DIR/METHOD/ holds the
-metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/run.sh and simulated.sh make them).
+metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/run.sh and simulated.sh
+make them).
 
 Prints to stdout, one row per method:
     method | outer algorithm | final val loss | vs baseline | bytes between islands |
@@ -245,7 +246,7 @@ def table_lines(runs):
 
 
 def named(runs, name):
-    """The run of method `name` or PREFIX_`name` (the links experiment's links_diloco), or None."""
+    """The run of method `name` or PREFIX_`name` (runs named with every_method's prefix), or None."""
     return next((r for r in runs if r.method == name or r.method.endswith("_" + name)), None)
 
 

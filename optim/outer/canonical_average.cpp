@@ -38,16 +38,15 @@ CanonicalIslandAverage::CanonicalIslandAverage(comm::Communicator& island_ranks,
   island_ = static_cast<int>(place[1].item<int64_t>());
   for (size_t f = 0; f < fragments.size(); ++f) {
     const CanonicalFragment& fragment = fragments[f];
+    placements_.push_back(placement_of(fragment, island_ranks_.size() == 1));
     at::Tensor owners = at::zeros({fragment.numel}, at::kInt);
-    owners.index_put_({fragment.index.masked_select(fragment.owned)}, at::ones({}, at::kInt),
-                      /*accumulate=*/true);
+    owners.index_put_({placements_.back().owned_index}, at::ones({}, at::kInt), /*accumulate=*/true);
     wait(island_ranks_.all_reduce(owners, comm::ReduceOp::kSum));
     const int64_t wrong = owners.ne(1).sum().item<int64_t>();
     if (wrong > 0)
       throw std::logic_error("canonical island average: " + std::to_string(wrong) + " of the " +
                              std::to_string(fragment.numel) + " canonical elements of fragment " +
                              std::to_string(f) + " are not owned by exactly one rank of the island");
-    placements_.push_back(placement_of(fragment, island_ranks_.size() == 1));
   }
 }
 
