@@ -7,7 +7,8 @@
 //                                EXCHANGE-th outer exchange, after tagging it (the job secret's HMAC
 //                                catches it; IslandExchange::corrupt_in_flight)
 //   sigkill@STEP                 every rank of this job kills itself (SIGKILL) at the start of step
-//                                STEP, as a machine that loses power (the elastic islands' case)
+//                                STEP, as a machine that loses power (the elastic islands' case);
+//                                only a run that started from step 0 (a relaunch resumes and lives)
 //   sigkill_in_exchange@EXCHANGE every rank of this job dies (SIGKILL) in its EXCHANGE-th outer
 //                                exchange, its first phase sent (IslandExchange::die_in_exchange)
 // Steps are 1-based, as in the progress lines.

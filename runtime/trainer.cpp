@@ -233,6 +233,9 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                                        *s.layout.data_parallel, *s.layout.optimizer,
                                                        s.layout.outer.get(), s.hooks);
   s.step = s.checkpoints->resume([&s](const std::string& line) { s.log->line(line); });
+  // sigkill@STEP kills the run that started from step 0; its relaunch, resumed from a checkpoint, is
+  // the recovery the test watches and must not die again.
+  if (s.step > 0) s.hooks.faults.sigkill_step = -1;
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
   at::Tensor peak = at::full({1}, measure_matmul_peak_flops(s.layout.compute_dtype, s.device.device),

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # An island job restarts itself and rejoins (issue 19, item 3): three elastic island jobs
-# (outer.min_islands: 2), island 2's under `atoll launch --max-restarts 1`. Its `atoll train` is
-# killed with SIGKILL once it has logged step 10; the launcher names the kill and relaunches it from
-# its step-8 checkpoint (a new job token; its island id, held by the dead process, taken over once
-# that heartbeat stood still), it meets the others again, and all three finish at step 24 with the
-# same phi, bit for bit.
+# (outer.min_islands: 2), island 2's under `atoll launch --max-restarts 1`. Its `atoll train` dies
+# by SIGKILL at the start of step 10, inside round 3's inner phase (ATOLL_FAULT=sigkill@10: a test
+# polling for step 10 could kill it only once it had reached round 3's meeting, a race with the
+# others' group); the launcher names the kill and relaunches it from its step-8 checkpoint (a new
+# job token; its island id, held by the dead process, taken over once that heartbeat stood still),
+# it meets the others again, and all three finish at step 24 with the same phi, bit for bit.
 # Usage: island_restart.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -17,25 +18,23 @@ final_phi() { grep '"val_loss_outer"' "$1" | tail -1 | sed 's/^{"step":\([0-9]*\
 start_rendezvous "$atoll" "$work/rendezvous.log"
 jobs=()
 for island in 0 1 2; do
-  restarts=()
-  [[ $island == 2 ]] && restarts=(--max-restarts 1)
-  timeout 300 "$atoll" launch "$work/islands.yaml" "${restarts[@]}" --set run.dir="$work/restart-$island" \
+  restarts=() fault=
+  [[ $island == 2 ]] && restarts=(--max-restarts 1) fault=sigkill@10
+  ATOLL_FAULT=$fault timeout 300 "$atoll" launch "$work/islands.yaml" "${restarts[@]}" --set run.dir="$work/restart-$island" \
     --set outer.rendezvous="127.0.0.1:$port" --set outer.island=$island --set outer.min_islands=2 \
     --set outer.grace_s=3 >"$work/restart-$island.log" 2>&1 &
   jobs+=($!)
 done
-for _ in $(seq 1 1200); do grep -q '"step":10,' "$work/restart-2/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-victim=$(pgrep -f "^[^ ]*atoll train $work/islands.yaml.*run.dir=$work/restart-2 ")
-[[ -n $victim ]] && kill -KILL $victim
 wait_for_jobs
 kill -TERM $rendezvous
 wait $rendezvous
 
-if [[ -n $victim && ${statuses[*]} == "0 0 0" ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart-2.log" &&
+if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "fault hook: rank 0 dies (SIGKILL) at step 10" "$work/restart-2.log" &&
+    grep -q "was killed by signal 9 (SIGKILL)" "$work/restart-2.log" &&
     grep -q "restart 1 of 1" "$work/restart-2.log" && grep -q '"event":"restart"' "$work/restart-2/metrics.jsonl"; then
-  check ok "island 2's train process killed (SIGKILL) past step 10: its launcher relaunched it, and all three finished (exit 0 0 0)"
+  check ok "island 2's train process killed (SIGKILL) at step 10: its launcher relaunched it, and all three finished (exit 0 0 0)"
 else
-  check fail "island 2's restart (victim '${victim:-}', exit ${statuses[*]})" "$work/restart-2.log"
+  check fail "island 2's restart (exit ${statuses[*]})" "$work/restart-2.log"
 fi
 if grep -q "checkpoint: resumed from .*step-8" "$work/restart-2.log"; then
   check ok "the relaunched island 2 resumed from its step-8 checkpoint"
