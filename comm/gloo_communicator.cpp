@@ -100,11 +100,9 @@ GlooCommunicator::GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store,
     downward_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("downward", store), rank, size, gloo_options);
   } catch (const c10::Error& e) {
-    // A GroupFailure like any other: a member that died between arriving and connecting is dropped
-    // and the round met again, as one that dies inside an exchange.
-    throw GroupFailure("Gloo group " + name_ + ": member " + std::to_string(rank) + " of " +
-                       std::to_string(size) + " could not connect to its peers within " +
-                       std::to_string(options.timeout.count() / 1000) + " s: " + one_line_reason(e));
+    throw std::runtime_error("Gloo group " + name_ + ": member " + std::to_string(rank) + " of " +
+                             std::to_string(size) + " could not connect to its peers within " +
+                             std::to_string(options.timeout.count() / 1000) + " s: " + one_line_reason(e));
   }
   label_ = name_ + "[gloo " + std::to_string(size) + "]";
 }
