@@ -29,8 +29,8 @@ wait_for_jobs
 kill -TERM $rendezvous
 wait $rendezvous
 
-if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "fault hook: rank 0 dies (SIGKILL) at step 10" "$work/restart-2.log" &&
-    grep -q "was killed by signal 9 (SIGKILL)" "$work/restart-2.log" &&
+# (The hook's own line may die with the process before mpirun forwards it; the launcher's is certain.)
+if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart-2.log" &&
     grep -q "restart 1 of 1" "$work/restart-2.log" && grep -q '"event":"restart"' "$work/restart-2/metrics.jsonl"; then
   check ok "island 2's train process killed (SIGKILL) at step 10: its launcher relaunched it, and all three finished (exit 0 0 0)"
 else
