@@ -105,7 +105,6 @@ void add_islands(const Config& config, const comm::MpiCommunicator& world, Paral
   if (o.algorithm == OuterAlgorithm::kNone) return;
   optim::outer::OuterOptions options;
   options.algorithm = outer_algorithm(o.algorithm);
-  options.islands = config.parallel.islands;
   options.inner_steps = o.inner_steps;
   options.fragments = o.fragments;
   options.delay = o.delay;

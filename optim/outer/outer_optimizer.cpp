@@ -166,7 +166,8 @@ void OuterOptimizer::noloco_sync(int64_t step) {
 }
 
 bool OuterOptimizer::after_inner_step(int64_t step) {
-  if ((options_.islands > 0 ? options_.islands : exchange_.islands()) == 1) return false;
+  // One island runs the same rule over its own pseudo-gradient: the Lookahead optimizer (Zhang et
+  // al. 2019; DiLoCo with M = 1), whose phi moves like any other island count's.
   const std::optional<int> starting = fragment_starting_after(schedule_, step);
   if (options_.algorithm == Algorithm::kNoLoCo) {
     if (starting) noloco_sync(step);

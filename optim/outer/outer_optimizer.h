@@ -8,7 +8,7 @@
 //
 // After every inner step the trainer calls after_inner_step(step):
 //   diloco            after steps H, 2H, ...: Delta = phi - theta averaged over islands, an outer SGD
-//                     step on phi, theta = phi.
+//                     step on phi, theta = phi. One island: the Lookahead optimizer.
 //   diloco, delayed   the same, but round r's average runs in the background during round r+1 and
 //                     is applied at its end; theta restarts from phi (without round r's update).
 //   streaming_diloco  fragment p (strided layers) syncs every H steps, staggered by H/P; its average
@@ -38,9 +38,6 @@ enum class Algorithm { kDiLoCo, kStreamingDiLoCo, kNoLoCo };
 
 struct OuterOptions {
   Algorithm algorithm = Algorithm::kDiLoCo;
-  // The configured island count; 0: the exchange group's size. One island has nothing to agree with
-  // (no sync at all), while a round that only one island of several reached still takes its step.
-  int islands = 0;
   int inner_steps = 50;
   int fragments = 1;
   int delay = 0;         // streaming only

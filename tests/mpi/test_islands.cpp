@@ -2,7 +2,8 @@
 //  - Oracles on the outer optimizer with real autograd and real exchanges: H=1 with inner SGD and
 //    outer SGD(1, 0) is synchronous data parallelism; outer SGD(1, 0) is parameter averaging;
 //    NoLoCo with a=b=0, g=1 makes gossip partners equal their mean.
-//  - The trainer: one island is a no-op; islands averaging every step equal data parallelism; all
+//  - The trainer: one island is the Lookahead optimizer; islands averaging every step equal data parallelism;
+//  all
 //    islands are bit-identical after a sync under every codec; Streaming DiLoCo with P=1, tau=0,
 //    alpha=0 is DiLoCo; fragments sync at their own steps; islands compose with TP, PP and ZeRO; a
 //    sync leaves the inner AdamW moments untouched; outer
@@ -279,17 +280,35 @@ TEST_F(Islands, TheNormBoundMeasuresWholeIslandsInEveryLayout) {
   for (const auto& [name, piece] : run.final_params) EXPECT_TRUE(same_on_every_rank(world(), piece)) << name;
 }
 
-TEST_F(Islands, OneIslandIsANoOp) {
+TEST_F(Islands, OneIslandIsTheLookaheadOptimizer) {
+  // DiLoCo with one island (over dp = world ranks) is Lookahead: after H inner steps from phi0 to
+  // theta, phi = phi0 + lr * (theta - phi0) and theta restarts there.
   Config plain = islands_config("islands-one", OuterAlgorithm::kNone);
-  plain.train.steps = 20;
+  plain.train.steps = 3;
   plain.parallel.islands = 1;
   plain.parallel.dp = world_size();
-  Config diloco = plain;
-  diloco.outer.algorithm = OuterAlgorithm::kDiLoCo;
-  diloco.outer.inner_steps = 2;
-  diloco.run.dir += "-diloco";
-  atl::test::expect_runs_agree(atl::test::train(diloco, world()), atl::test::train(plain, world()),
-                               {0, 0, 0, true});
+  Config lookahead = plain;
+  lookahead.outer.algorithm = OuterAlgorithm::kDiLoCo;
+  lookahead.outer.inner_steps = 3;
+  lookahead.outer.lr = 0.5;
+  lookahead.outer.momentum = 0.0;
+  lookahead.run.dir += "-lookahead";
+  Trainer inner_only(plain, world(), nullptr);
+  const auto phi0 = atl::test::on_host(inner_only.full_parameters());
+  for (int s = 0; s < plain.train.steps; ++s) inner_only.train_step();
+  const auto theta = atl::test::on_host(inner_only.full_parameters());
+  Trainer trainer(lookahead, world(), nullptr);
+  for (int s = 0; s < lookahead.train.steps; ++s) trainer.train_step();
+  const auto after_sync = atl::test::on_host(trainer.full_parameters());
+  ASSERT_EQ(after_sync.size(), phi0.size());
+  for (const auto& [name, start] : phi0) {
+    const at::Tensor expected = start + 0.5 * (theta.at(name) - start);
+    EXPECT_TRUE(after_sync.at(name).allclose(expected, 1e-5, 1e-6)) << name;
+    EXPECT_GT((theta.at(name) - start).abs().max().item<double>(), 1e-4) << name << " did not train";
+  }
+  // The outer parameters are the ones evaluated: phi moved (no stale initial model is reported).
+  EXPECT_DOUBLE_EQ(trainer.evaluate_outer(), trainer.evaluate());
+  EXPECT_LT(trainer.evaluate_outer(), Trainer(plain, world(), nullptr).evaluate() - 0.05);
 }
 
 TEST_F(Islands, IslandsAveragingEveryStepAreDataParallelism) {
