@@ -100,6 +100,8 @@ const char* role_name(proto::Role role) {
       return "outer_momentum";
     case proto::OUTER_IN_FLIGHT:
       return "outer_in_flight";
+    case proto::OUTER_ERROR_FEEDBACK:
+      return "outer_error_feedback";
     default:
       return "unspecified";
   }

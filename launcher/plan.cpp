@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "optim/outer/codec.h"
+#include "optim/outer/topk_codec.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_layout.h"
 #include "runtime/metrics/console_lines.h"
@@ -70,7 +71,7 @@ void plan_outer(const Config& c, double owned, StagePlan& s) {
   const OuterConfig& o = c.outer;
   const int k = c.parallel.islands;
   const bool outer_optimizer = o.algorithm != runtime::OuterAlgorithm::kNone;
-  if (outer_optimizer) s.outer_state_bytes = 8.0 * owned;
+  if (outer_optimizer) s.outer_state_bytes = (o.topk > 0 ? 12.0 : 8.0) * owned;  // + error feedback
   if (k == 1) return;
   const double encoded =
       static_cast<double>(optim::outer::encoded_bytes(o.compression, static_cast<int64_t>(owned)));
@@ -80,8 +81,14 @@ void plan_outer(const Config& c, double owned, StagePlan& s) {
     return;
   }
   // Streaming syncs each fragment once per H steps: the whole model per H, as DiLoCo.
-  s.outer_bytes_per_sync =
-      o.algorithm == runtime::OuterAlgorithm::kNoLoCo ? 2.0 * (o.group_size - 1) * encoded : average;
+  // Top-k sends its sparse message to every other island (no reduce-scatter).
+  const double sparse =
+      (k - 1) * static_cast<double>(optim::outer::encoded_bytes(
+                    optim::outer::TopkEncoding{o.topk, o.compression}, static_cast<int64_t>(owned)));
+  s.outer_bytes_per_sync = o.algorithm == runtime::OuterAlgorithm::kNoLoCo
+                               ? 2.0 * (o.group_size - 1) * encoded
+                           : o.topk > 0 ? sparse
+                                        : average;
   s.outer_bytes_per_step = s.outer_bytes_per_sync / o.inner_steps;
 }
 
@@ -190,8 +197,9 @@ std::string format_plan(const Config& c, const Plan& plan) {
   const bool outer_optimizer = c.outer.algorithm != runtime::OuterAlgorithm::kNone;
   if (p.islands > 1 || outer_optimizer) {
     out +=
-        formatted("islands: %d, outer.algorithm %s, every %d steps, %s exchange:\n", p.islands,
+        formatted("islands: %d, outer.algorithm %s, every %d steps, %s%s exchange:\n", p.islands,
                   std::string(name_of(c.outer.algorithm)).c_str(), outer_optimizer ? c.outer.inner_steps : 1,
+                  c.outer.topk > 0 ? ("top-" + std::to_string(c.outer.topk) + "/256 ").c_str() : "",
                   optim::outer::codec_name(c.outer.compression));
     out += formatted("%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync", "per step");
     for (const StagePlan& s : plan.stages) {

@@ -57,7 +57,8 @@ std::string TrainerCheckpoints::model_description() const {
 }
 
 std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int island, bool outer_state,
-                                                          const at::Tensor& in_flight) const {
+                                                          const at::Tensor& in_flight,
+                                                          bool error_feedback) const {
   const int tp_size = config_.parallel.tp, tp_rank = mesh_.coord().tp;
   std::vector<checkpoint::Piece> out;
   // Islands averaging every step (no outer optimizer) are replicas: island 0 writes for them all.
@@ -89,6 +90,8 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int isl
     }
     if (in_flight.defined())
       add(checkpoint::proto::OUTER_IN_FLIGHT, in_flight.narrow(0, run.offset, run.numel));
+    if (error_feedback && outer_ && outer_->error_feedback().defined())
+      add(checkpoint::proto::OUTER_ERROR_FEEDBACK, outer_->error_feedback().narrow(0, run.offset, run.numel));
   }
   return out;
 }
@@ -96,7 +99,8 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int isl
 std::vector<checkpoint::Piece> TrainerCheckpoints::save_pieces() {
   // An exchange in flight is waited for: its result is part of the state a resume needs.
   const at::Tensor in_flight = outer_ ? outer_->in_flight_result() : at::Tensor();
-  return pieces(/*for_save=*/true, mesh_.coord().island, outer_ != nullptr, in_flight);
+  return pieces(/*for_save=*/true, mesh_.coord().island, outer_ != nullptr, in_flight,
+                /*error_feedback=*/true);
 }
 
 std::string TrainerCheckpoints::save(int64_t step) {
@@ -157,7 +161,7 @@ int64_t TrainerCheckpoints::resume_this_job(const std::function<void(const std::
   for (const std::string& dir : candidates) {
     std::string error;
     checkpoint::proto::Manifest manifest;
-    bool other_model = false, outer_state = false;
+    bool other_model = false, outer_state = false, error_feedback = false;
     at::Tensor in_flight;
     try {
       manifest = checkpoint::read_manifest(dir);
@@ -166,15 +170,16 @@ int64_t TrainerCheckpoints::resume_this_job(const std::function<void(const std::
       for (const checkpoint::proto::Tensor& t : manifest.tensors()) {
         saved_islands = std::max(saved_islands, t.island() + 1);
         outer_state |= t.role() == checkpoint::proto::OUTER_PARAM;
+        error_feedback |= t.role() == checkpoint::proto::OUTER_ERROR_FEEDBACK;
         if (outer_ && t.role() == checkpoint::proto::OUTER_IN_FLIGHT && !in_flight.defined())
           in_flight = at::zeros_like(outer_->phi());
       }
       outer_state &= outer_ != nullptr;
       at::NoGradGuard no_grad;
       if (!other_model)
-        checkpoint::load_pieces(
-            dir, manifest,
-            pieces(/*for_save=*/false, mesh_.coord().island % saved_islands, outer_state, in_flight));
+        checkpoint::load_pieces(dir, manifest,
+                                pieces(/*for_save=*/false, mesh_.coord().island % saved_islands, outer_state,
+                                       in_flight, error_feedback && outer_state));
     } catch (const checkpoint::CheckpointError& e) {
       error = e.what();
     }

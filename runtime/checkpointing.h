@@ -51,9 +51,10 @@ class TrainerCheckpoints {
  private:
   // What this rank saves or loads. Islands each save their own copy (island = this island); a
   // resume into k islands loads saved island (this island mod the saved count). The outer roles
-  // come along when `outer_state`; the exchange in flight when `in_flight` is defined.
+  // come along when `outer_state`; the exchange in flight when `in_flight` is defined; the top-k
+  // error feedback when `error_feedback` (and the outer optimizer keeps one).
   std::vector<checkpoint::Piece> pieces(bool for_save, int island, bool outer_state,
-                                        const at::Tensor& in_flight) const;
+                                        const at::Tensor& in_flight, bool error_feedback) const;
   std::vector<checkpoint::Piece> save_pieces();
   // resume() within this job's ranks.
   int64_t resume_this_job(const std::function<void(const std::string&)>& log);

@@ -114,6 +114,10 @@ void add_islands(const Config& config, const comm::MpiCommunicator& world, Paral
   options.noloco = {o.lr, o.momentum, o.gamma};
   options.group_size = o.group_size;
   options.seed = static_cast<uint64_t>(config.run.seed);
+  if (o.topk > 0) {
+    options.topk = {o.topk, o.compression};
+    layout.island_exchange->sparsify(options.topk);
+  }
   const std::vector<std::vector<optim::outer::ValueSpan>> fragments = outer_fragments(config, layout);
   optim::outer::IslandAverage* average = layout.island_exchange.get();
   if (config.islands_meet_canonically()) {

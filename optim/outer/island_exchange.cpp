@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <numeric>
 #include <stdexcept>
 
 namespace atl::optim::outer {
@@ -180,6 +181,16 @@ at::Tensor IslandExchange::mean_on_host(const at::Tensor& values, double norm) {
   const at::Tensor sent_values = me_left_out ? at::zeros_like(values) : values;
   const int divisor =
       std::max(1, (contributors_ > 0 ? contributors_ : k) - static_cast<int>(left_out_.size()));
+  if (topk_.enabled()) {
+    std::vector<int> everyone(static_cast<size_t>(k));
+    std::iota(everyone.begin(), everyone.end(), 0);
+    at::Tensor sum =
+        retried_until_authentic<std::vector<at::Tensor>>([&](int attempt, int& rejected) {
+          return try_group_sums({sent_values}, everyone, /*sparse=*/true, attempt, sent, rejected);
+        }).front();
+    account(start, sent, 2 * k - 2);  // the finiteness vote, then one message to every other island
+    return sum.div_(divisor);
+  }
   at::Tensor out = retried_until_authentic<at::Tensor>(
       [&](int attempt, int& rejected) { return try_mean(sent_values, divisor, attempt, sent, rejected); });
   // The finiteness vote, k-1 messages in each of the two all-to-alls.
@@ -265,23 +276,26 @@ std::vector<at::Tensor> IslandExchange::group_mean_on_host(const std::vector<at:
                                                            const std::vector<int>& members) {
   const auto start = Clock::now();
   uint64_t sent = 0;
-  std::vector<at::Tensor> means = retried_until_authentic<std::vector<at::Tensor>>(
-      [&](int attempt, int& rejected) { return try_group_mean(tensors, members, attempt, sent, rejected); });
+  std::vector<at::Tensor> sums =
+      retried_until_authentic<std::vector<at::Tensor>>([&](int attempt, int& rejected) {
+        return try_group_sums(tensors, members, /*sparse=*/false, attempt, sent, rejected);
+      });
   account(start, sent, static_cast<int>(members.size()) - 1);
-  return means;
+  for (at::Tensor& sum : sums) sum.div_(static_cast<double>(members.size()));
+  return sums;
 }
 
-std::optional<std::vector<at::Tensor>> IslandExchange::try_group_mean(const std::vector<at::Tensor>& tensors,
+std::optional<std::vector<at::Tensor>> IslandExchange::try_group_sums(const std::vector<at::Tensor>& tensors,
                                                                       const std::vector<int>& members,
-                                                                      int attempt, uint64_t& sent,
-                                                                      int& rejected) {
+                                                                      bool sparse, int attempt,
+                                                                      uint64_t& sent, int& rejected) {
   const int me = group_.rank();
   std::vector<comm::P2POp> ops;
   // encoded[t][m]: tensor t of member m (this island's own encoded too: every member decodes the
   // same bytes for every contribution); its sender is members[m]. Tags name the tensor as the phase.
   std::vector<std::vector<at::Tensor>> encoded(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const at::Tensor own = encode(codec_, tensors[t]);
+    const at::Tensor own = sparse ? encode(topk_, tensors[t]) : encode(codec_, tensors[t]);
     at::Tensor message = tagged(own, authentication_ ? context(attempt, static_cast<int>(t), me, -1) : "");
     corrupt_if_hooked(message, attempt);
     for (int member : members) {
@@ -310,17 +324,18 @@ std::optional<std::vector<at::Tensor>> IslandExchange::try_group_mean(const std:
     }
   }
   if ((rejected = agree_on_rejected(rejected_here)) >= 0) return std::nullopt;
-  std::vector<at::Tensor> means;
+  std::vector<at::Tensor> sums;
   for (size_t t = 0; t < tensors.size(); ++t) {
     at::Tensor sum = at::zeros_like(tensors[t]);
     for (size_t m = 0; m < members.size(); ++m) {
       const at::Tensor& bytes = encoded[t][m];
-      const int64_t payload = members[m] == me ? bytes.numel() : bytes.numel() - tag;
-      sum.add_(decode(codec_, bytes.narrow(0, 0, payload), tensors[t].numel()));
+      const at::Tensor payload = bytes.narrow(0, 0, members[m] == me ? bytes.numel() : bytes.numel() - tag);
+      const int64_t numel = tensors[t].numel();
+      sum.add_(sparse ? decode(topk_, payload, numel) : decode(codec_, payload, numel));
     }
-    means.push_back(sum.div_(static_cast<double>(members.size())));
+    sums.push_back(std::move(sum));
   }
-  return means;
+  return sums;
 }
 
 }  // namespace atl::optim::outer

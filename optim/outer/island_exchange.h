@@ -36,6 +36,7 @@
 #include "optim/outer/codec.h"
 #include "optim/outer/island_average.h"
 #include "optim/outer/simulated_link.h"
+#include "optim/outer/topk_codec.h"
 
 namespace atl::optim::outer {
 
@@ -87,6 +88,12 @@ class IslandExchange : public IslandAverage {
     return group_mean(tensors, members);
   }
 
+  // From now on mean() sends only the top k of every kTopkChunk elements of each island's values,
+  // the kept values in `encoding.values` (SparseLoCo), to every other island, which sums the
+  // islands' decoded values in island order: the sum of sparse vectors is not sparse, so there is
+  // no reduce-scatter. group_mean() stays dense.
+  void sparsify(TopkEncoding encoding) { topk_ = encoding; }
+
   // From now on every message is tagged and checked (see the top of this file).
   void authenticate(ExchangeAuthentication authentication);
   void corrupt_in_flight(InFlightCorruption corruption) { corruption_ = corruption; }
@@ -124,9 +131,11 @@ class IslandExchange : public IslandAverage {
                                      int& rejected);
   std::vector<at::Tensor> group_mean_on_host(const std::vector<at::Tensor>& tensors,
                                              const std::vector<int>& members);
-  std::optional<std::vector<at::Tensor>> try_group_mean(const std::vector<at::Tensor>& tensors,
-                                                        const std::vector<int>& members, int attempt,
-                                                        uint64_t& sent, int& rejected);
+  // One attempt of every member sending each tensor (encoded: top-k when `sparse`, else the codec)
+  // to every other: the members' decoded tensors summed in `members` order.
+  std::optional<std::vector<at::Tensor>> try_group_sums(const std::vector<at::Tensor>& tensors,
+                                                        const std::vector<int>& members, bool sparse,
+                                                        int attempt, uint64_t& sent, int& rejected);
   // Runs `attempt_once(attempt, rejected)` until it gives a result, at most kAuthenticatedAttempts
   // times; then throws naming the island whose chunks kept failing.
   template <typename Result, typename Attempt>
@@ -150,6 +159,7 @@ class IslandExchange : public IslandAverage {
 
   comm::Communicator& group_;
   Codec codec_;
+  TopkEncoding topk_;  // disabled unless sparsify()
   SimulatedLink link_;
   std::optional<ExchangeAuthentication> authentication_;
   InFlightCorruption corruption_;

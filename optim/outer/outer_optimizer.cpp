@@ -45,6 +45,7 @@ OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> val
       at::TensorOptions().dtype(at::kFloat).device(values_.empty() ? c10::kCPU : values_.front().device());
   phi_ = at::empty({total}, fp32);
   momentum_ = at::zeros({total}, fp32);
+  if (options_.topk.enabled()) error_feedback_ = at::zeros({total}, fp32);
   reset_from_values();
 }
 
@@ -67,6 +68,18 @@ void OuterOptimizer::write_values(const at::Tensor& flat) {
 void OuterOptimizer::reset_from_values() {
   phi_.copy_(values_copy());
   momentum_.zero_();
+  if (error_feedback_.defined()) error_feedback_.zero_();
+}
+
+at::Tensor OuterOptimizer::with_error_feedback(int fragment, const at::Tensor& delta) {
+  if (!error_feedback_.defined()) return delta;
+  const std::vector<at::Tensor> feedback = state_views(error_feedback_, fragment);
+  const at::Tensor sent = gather(feedback).add_(delta);
+  // The same deterministic encoding the exchange applies: what the others will decode of it.
+  const at::Tensor carried =
+      sent.numel() == 0 ? sent : decode(options_.topk, encode(options_.topk, sent), sent.numel());
+  scatter(feedback, sent - carried);
+  return sent;
 }
 
 std::vector<at::Tensor> OuterOptimizer::state_views(const at::Tensor& flat, int fragment) const {
@@ -183,7 +196,9 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
     changed = true;
   }
   if (!starting) return changed;
+  // The norm bound judges the island's own pseudo-gradient, not what feedback adds to it.
   const double norm = island_norm(*starting, delta);
+  delta = with_error_feedback(*starting, delta);
   if (schedule_.delay == 0) {
     const auto start = Clock::now();
     const at::Tensor mean = exchange_.average(delta, norm, *starting);

@@ -16,6 +16,10 @@
 //                     theta_p = mix*theta_p + (1-mix)*phi_p.
 //   noloco            after steps H, 2H, ...: each island averages phi and theta - phi with its gossip
 //                     group only (no all-reduce), NoLoCo's step on phi, theta = phi.
+// With top-k (SparseLoCo), each island sends e + Delta, e its error feedback: e becomes what of
+// e + Delta the top-k encoding did not carry (its own decode of what it sent, exactly what the
+// others decode), so nothing of a pseudo-gradient is lost, only delayed. With k = every element
+// and exact values, e stays 0 and the run is DiLoCo's bit for bit.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,6 +35,7 @@
 #include "optim/outer/island_average.h"
 #include "optim/outer/outer_rules.h"
 #include "optim/outer/outer_schedule.h"
+#include "optim/outer/topk_codec.h"
 
 namespace atl::optim::outer {
 
@@ -47,6 +52,9 @@ struct OuterOptions {
   NoLoCoOptions noloco;
   int group_size = 2;
   uint64_t seed = 0;  // NoLoCo's gossip permutation
+  // DiLoCo and Streaming DiLoCo: the exchange keeps only the top k of every chunk (SparseLoCo;
+  // IslandExchange::sparsify with the same encoding), and what it leaves out is error feedback.
+  TopkEncoding topk;
 
   SyncSchedule schedule() const;
 };
@@ -83,6 +91,8 @@ class OuterOptimizer {
 
   const at::Tensor& phi() const { return phi_; }
   const at::Tensor& momentum() const { return momentum_; }
+  // Top-k only (undefined otherwise): what this island's exchanges have not yet carried.
+  const at::Tensor& error_feedback() const { return error_feedback_; }
   // The result of the exchange in flight after the current step, in the optimizer's coordinates
   // (zero outside its fragment), waiting for it; undefined when none is in flight.
   at::Tensor in_flight_result();
@@ -90,7 +100,8 @@ class OuterOptimizer {
   // is the saved in_flight_result(). Returns false when the schedule has an exchange in flight at
   // `step` but `in_flight` is undefined (the exchange is then dropped).
   bool restore(int64_t step, const at::Tensor& in_flight);
-  // Starts the outer state afresh from theta (phi = theta, momentum 0): a checkpoint without one.
+  // Starts the outer state afresh from theta (phi = theta, momentum and error feedback 0): a
+  // checkpoint without one.
   void reset_from_values();
 
   // theta as one tensor in the optimizer's coordinates, and writing one back (evaluating phi).
@@ -118,6 +129,9 @@ class OuterOptimizer {
   void apply_mean(int fragment, const at::Tensor& mean_delta);
   void noloco_sync(int64_t step);
   at::Tensor wait_pending();
+  // Top-k: `delta` plus the fragment's error feedback (what the island sends); the feedback keeps
+  // what of it the encoding leaves out. Without top-k, `delta` itself.
+  at::Tensor with_error_feedback(int fragment, const at::Tensor& delta);
 
   OuterOptions options_;
   SyncSchedule schedule_;
@@ -125,7 +139,7 @@ class OuterOptimizer {
   std::vector<int64_t> value_offsets_;
   std::vector<std::vector<ValueSpan>> fragments_;
   IslandAverage& exchange_;
-  at::Tensor phi_, momentum_;
+  at::Tensor phi_, momentum_, error_feedback_;
   std::optional<Pending> pending_;
   double wait_seconds_ = 0.0;
   at::Tensor counted_;  // 1 where an element counts towards the island's norm; undefined: no bound

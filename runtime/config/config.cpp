@@ -4,6 +4,7 @@
 
 #include "comm/message_authenticator.h"
 #include "comm/rendezvous_address.h"
+#include "optim/outer/topk_codec.h"
 #include "parallel/pipeline/stage_layout.h"
 
 #include <algorithm>
@@ -195,7 +196,8 @@ std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
-requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
+  requires std::is_enum_v<E>
+std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
   std::string value;
   if (std::string problem = parse(rule, node, value); !problem.empty()) return problem;
   std::vector<std::string> names;
@@ -224,10 +226,10 @@ struct Field {
 template <typename Section>
 struct SectionFields {
   const char* section;
-  Section Config::*member;
+  Section Config::* member;
 
   template <typename T>
-  Field operator()(const char* key, T Section::*field, Range range = {}) const {
+  Field operator()(const char* key, T Section::* field, Range range = {}) const {
     const auto sec = member;
     Rule rule{std::string(section) + "." + key, range, show_value(Config{}.*sec.*field)};
     Field f{section, key, nullptr, nullptr};
@@ -369,6 +371,7 @@ const std::vector<Field>& fields() {
         outer("gamma", &OuterConfig::gamma, at_least(0)),
         outer("delayed", &OuterConfig::delayed),
         outer("compression", &OuterConfig::compression),
+        outer("topk", &OuterConfig::topk, Range{0, static_cast<double>(optim::outer::kTopkChunk)}),
         outer("max_pseudo_grad_norm", &OuterConfig::max_pseudo_grad_norm, at_least(0)),
         outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
         outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
@@ -694,6 +697,18 @@ void validate_outer(const Config& c, Problems& problems) {
                        " applies to outer.algorithm = diloco or streaming_diloco (an average of "
                        "pseudo-gradients), not '" +
                        algorithm_name + "'; set outer.max_pseudo_grad_norm: 0");
+  if (o.topk > 0 && algorithm != OuterAlgorithm::kDiLoCo && algorithm != OuterAlgorithm::kStreamingDiLoCo)
+    problems.push_back(
+        "config: outer.topk = " + std::to_string(o.topk) +
+        " applies to outer.algorithm = diloco or streaming_diloco (a pseudo-gradient with error "
+        "feedback), not '" +
+        algorithm_name + "'; set outer.algorithm: diloco or outer.topk: 0");
+  if (o.topk > 0 && c.islands_meet_canonically())
+    problems.push_back(
+        "config: outer.topk = " + std::to_string(o.topk) +
+        " is not supported yet for island jobs of a fixed membership (they average in the "
+        "canonical space, where error feedback would not match what was sent); set "
+        "outer.min_islands below parallel.islands, run the islands in one job, or set outer.topk: 0");
   if (algorithm == OuterAlgorithm::kNoLoCo && c.parallel.islands > 1 && o.group_size > c.parallel.islands)
     problems.push_back("config: outer.group_size = " + std::to_string(o.group_size) +
                        " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +

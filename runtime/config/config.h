@@ -207,6 +207,10 @@ struct OuterConfig {
   double gamma = 0.7;    // noloco: pull of phi towards the group mean
   bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
   optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
+  // > 0 (diloco, streaming_diloco): SparseLoCo -- each island sends only the topk largest of every
+  // 256 consecutive elements of its pseudo-gradient (their values in `compression`) and keeps the
+  // rest as error feedback for the next round; 256 sends everything. 0: dense.
+  int topk = 0;
   // > 0: an island whose pseudo-gradient (of the round or fragment; L2 over the whole island) is
   // longer is left out of that round's mean, with one line -- a diverging or poisoned island does
   // not move phi. 0: no bound.

@@ -352,6 +352,41 @@ TEST_F(Islands, StreamingWithOneFragmentNoDelayNoMixIsDiLoCo) {
                                {0, 0, 0, true});
 }
 
+TEST_F(Islands, SparseLoCoKeepingEveryElementIsDiLoCo) {
+  // k = 256 of 256 with exact values: the sparse all-to-all carries everything, the error feedback
+  // stays zero, and the run is DiLoCo's (reduce-scatter) bit for bit.
+  Config diloco = islands_config("islands-sparse-all", OuterAlgorithm::kDiLoCo);
+  diloco.train.steps = 20;
+  Config sparse = diloco;
+  sparse.outer.topk = static_cast<int>(outer::kTopkChunk);
+  sparse.run.dir += "-sparse";
+  atl::test::expect_runs_agree(atl::test::train(sparse, world()), atl::test::train(diloco, world()),
+                               {0, 0, 0, true});
+}
+
+TEST_F(Islands, SparseLoCoSendsFewerBytesAndLeavesIslandsBitIdentical) {
+  Config c = islands_config("islands-sparse", OuterAlgorithm::kDiLoCo);
+  c.outer.topk = 4;
+  c.outer.compression = Codec::kInt8;
+  Trainer trainer(c, world(), nullptr);
+  uint64_t sent = 0;
+  for (int s = 0; s < c.train.steps; ++s) sent = trainer.train_step().outer_bytes_total;
+  for (const auto& [name, piece] : atl::test::on_host(trainer.full_parameters()))
+    EXPECT_TRUE(same_on_every_rank(world(), piece)) << name;
+  // As atoll plan predicts: 2 syncs, each one message of 4/256 of the model to every other island
+  // (plus the finiteness votes).
+  const double per_sync = atl::launcher::make_plan(c).stages[0].outer_bytes_per_sync;
+  if (world_size() > 1) {
+    EXPECT_NEAR(static_cast<double>(sent) / (2 * per_sync), 1.0, 0.05) << sent;
+  }
+  // Each island keeps its own feedback: what it did not send differs from the others'.
+  const at::Tensor& feedback = trainer.outer_optimizer()->error_feedback();
+  EXPECT_GT(feedback.abs().sum().item<double>(), 0.0);
+  if (world_size() > 1) {
+    EXPECT_FALSE(same_on_every_rank(world(), feedback));
+  }
+}
+
 TEST_F(Islands, StreamingFragmentsSyncAtTheirOwnSteps) {
   // 2 layers, P = 2, H = 4: fragment 0 (embedding, layer 0) syncs after step 2, fragment 1 (layer 1,
   // norm, head) after step 4.
@@ -476,6 +511,21 @@ TEST_F(Islands, ResumeMidRoundAndInFlightIsBitwiseTheRunStraightThrough) {
        },
        6},
       {"noloco", [](Config& c) { c.outer.algorithm = OuterAlgorithm::kNoLoCo; }, 5},
+      // The error feedback left by round 1 shapes rounds 2 and 3: it must come back exactly.
+      {"sparseloco-mid-round",
+       [](Config& c) {
+         c.outer.topk = 4;
+         c.outer.compression = Codec::kInt8;
+       },
+       6},
+      {"sparseloco-streaming-in-flight",
+       [](Config& c) {
+         c.outer.algorithm = OuterAlgorithm::kStreamingDiLoCo;
+         c.outer.fragments = 2;
+         c.outer.delay = 1;
+         c.outer.topk = 8;
+       },
+       6},
   };
   for (const Variant& v : variants) {
     Config c = islands_config("islands-resume-" + v.name, OuterAlgorithm::kDiLoCo);
