@@ -1,4 +1,4 @@
-# The methods the islands experiment compares, for run.sh (island jobs on shaped links) and
+# The methods the islands experiment compares, for links.sh (island jobs on shaped links) and
 # simulated.sh (one MPI world, simulated link); source it, then `every_method PREFIX` calls the
 # sourcing script's `method RUN OVERRIDES...` once per method, each run named PREFIX + the method.
 methods=(sync diloco diloco_int8 streaming noloco)

@@ -7,7 +7,7 @@ Usage:
     e.g. python3 examples/islands/report.py runs/islands sync diloco diloco_int8 streaming noloco
 
 The first METHOD is the baseline (synchronous data parallelism). Each RUNS_DIR/METHOD/ holds the
-metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/run.sh and simulated.sh
+metrics.jsonl and config.yaml that `atoll launch` writes (examples/islands/links.sh and simulated.sh
 make them).
 
 Prints to stdout, one row per method:
@@ -165,7 +165,7 @@ def load_run(runs_dir, method):
     directory = os.path.join(runs_dir, method)
     metrics = os.path.join(directory, "metrics.jsonl")
     config = os.path.join(directory, "config.yaml")
-    hint = "run examples/islands/run.sh first"
+    hint = "run examples/islands/links.sh or simulated.sh first"
     if not os.path.isfile(metrics):
         raise ReportError(f"{metrics} is missing; {hint}")
     if not os.path.isfile(config):

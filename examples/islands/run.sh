@@ -1,81 +1,57 @@
 #!/usr/bin/env bash
-# The islands experiment on real links: every method (methods.sh) as 4 island jobs (one `atoll launch`
-# each), each in a network namespace of its own joined to a hub (where `atoll rendezvous` serves) by
-# a link shaped to 100 Mbit/s both ways with tc tbf (tests/cli/netns.sh) -- no simulated link: the
-# wall-clock is what the links and the exchange really cost. Then a churn run: DiLoCo with
-# outer.min_islands: 3, island 2 killed (SIGKILL) at step 260 and relaunched once the others are past
-# step 300, from its step-250 checkpoint (the others go on without it; it takes their state at their
-# next round). The table (island 0's run.dir per method): final loss, bytes between islands,
-# wall-clock; then the churn run's final loss against DiLoCo's without churn.
-# Needs root, ip and tc (iproute2); without them, examples/islands/simulated.sh runs the same methods
-# in one MPI world over the in-process link simulator.
-# Usage: bash examples/islands/run.sh [--set key=value]...   (applied to every island job)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-
-bash scripts/install-deps.sh || exit 1
-bash scripts/build.sh atoll || exit 1
-bash examples/pydocs/prepare.sh data/pydocs build/bin/atoll || exit 1
-source tests/cli/lib.sh
-source tests/cli/netns.sh
-use_island_links 4 100 || { echo "run.sh: needs root with ip and tc (network namespaces, tc tbf); examples/islands/simulated.sh needs neither" >&2; exit 1; }
-atoll=$PWD/build/bin/atoll
-out=runs/islands
-logs=$out/logs
-mkdir -p "$logs"
-openssl rand -hex 32 >"$work/secret"
-chmod 600 "$work/secret"
+# The low-communication quality experiment (issue 20): every method trains the same small Llama
+# (quality.yaml: 0.13M parameters, 20 tokens per parameter, one warmup + cosine schedule, 8
+# sequences per island per step) on the same tokens, three seeds each, in one MPI world:
+#   sync        synchronous data parallelism over 4 islands (the baseline)
+#   lookahead   DiLoCo with one island (dp = 4): the Lookahead optimizer, the control
+#   diloco_m2   DiLoCo, 2 islands of dp = 2
+#   diloco      DiLoCo, 4 islands
+#   streaming   Streaming DiLoCo, 4 islands, 2 fragments
+#   sparseloco  DiLoCo with a top-k exchange and error feedback, 4 islands
+#   noloco      NoLoCo, 4 islands in pairs
+# all at H = 16 (40 outer steps) with the outer step the sweep (sweep.sh) chose; int4 exchange for
+# the dense ones (no loss against fp32 in the sweep's runs, 7.5x fewer bytes); then the same at a
+# second model size (0.27M parameters, one seed) for sync, diloco and sparseloco, to see how the
+# gap moves with size. Tables: runs/islands-quality/{small,large}/quality.md (quality.py).
+# About 30 minutes on 2 cores. Usage: bash examples/islands/run.sh [--set key=value]...
+source "$(dirname "$0")/setup.sh"
+out=runs/islands-quality
 extra=("$@")
 
-# island_job RUN ISLAND OVERRIDES...: island ISLAND of run RUN (island 0's run.dir is $out/RUN, the
-# report's; the others' $out/RUN-islandI).
-island_job() {
-  local run=$1 island=$2 dir="$out/$1"
-  shift 2
-  [[ $island != 0 ]] && dir="$out/$run-island$island"
-  island_exec "$island" timeout 1800 "$atoll" launch examples/islands/islands.yaml --set run.dir="$dir" \
-    --set outer.rendezvous="$rendezvous_host:$port" --set outer.island="$island" \
-    --set outer.secret_file="$work/secret" --set outer.simulated_bandwidth_mbps=0 \
-    --set outer.simulated_latency_ms=0 --set checkpoint.every=50 --set checkpoint.resume=auto \
-    "$@" "${extra[@]}" >"$logs/$run-$island.log" 2>&1
-}
-
-# method RUN OVERRIDES...: the four island jobs of RUN. CHURN=1: island 2 dies and comes back.
+# method SIZE NAME SEEDS OVERRIDES...: one run per seed in $out/SIZE/NAME/seed-S.
 method() {
-  local run=$1 island started=$SECONDS
-  shift
-  echo "== $run"
-  rm -rf "${out:?}/$run" "$out/$run"-island*
-  start_rendezvous "$atoll" "$logs/rendezvous-$run.log" --secret-file "$work/secret"
-  jobs=()
-  for island in 0 1 2 3; do
-    if [[ $island == 2 && -n ${CHURN:-} ]]; then
-      ATOLL_FAULT=sigkill@260 island_job "$run" 2 "$@" &
-    else
-      island_job "$run" "$island" "$@" &
-    fi
-    jobs+=($!)
+  local size=$1 name=$2 seeds=$3 seed
+  shift 3
+  for seed in $(seq 1 "$seeds"); do
+    local dir=$out/$size/$name/seed-$seed
+    rm -rf "$dir"
+    build/bin/atoll launch examples/islands/quality.yaml --set run.dir="$dir" --set run.seed="$seed" \
+      "${size_overrides[@]}" "$@" "${extra[@]}" | grep -E 'val loss|error' | tail -1 | sed "s|^|$size $name seed $seed: |" || true
   done
-  if [[ -n ${CHURN:-} ]]; then
-    wait "${jobs[2]}"
-    echo "island 2 died (exit $?); relaunching it once island 0 is past step 300"
-    for _ in $(seq 1 3000); do
-      grep -q '"step":3[0-9][0-9],"loss"' "$out/$run/metrics.jsonl" 2>/dev/null && break
-      sleep 0.2
-    done
-    mv "$logs/$run-2.log" "$logs/$run-2-killed.log"
-    island_job "$run" 2 "$@" &
-    jobs[2]=$!
-  fi
-  wait_for_jobs
-  echo "exit codes: ${statuses[*]}; $((SECONDS - started)) s"
-  grep -hE "val loss|error|caught up|dropped|joined" "$logs/$run-0.log" "$logs/$run-2.log" | tail -5
-  kill -TERM "$rendezvous"
-  wait "$rendezvous"
-  [[ ${statuses[*]} == "0 0 0 0" ]] || { echo "run.sh: $run failed; its logs: $logs"; exit 1; }
 }
+one_island=(--set parallel.islands=1 --set parallel.dp=4)
+two_islands=(--set parallel.islands=2 --set parallel.dp=2)
+# 8 of every 256 elements (3.1%), values in 4 bits; outer lr 2 (with top-k of 4 islands most
+# entries come from one island and the mean divides them by 4; lr 2 beat 1 at k = 16).
+sparse=(--set outer.topk=8 --set outer.compression=int4 --set outer.lr=2)
 
-source examples/islands/methods.sh
-every_method ""
-CHURN=1 method churn --set outer.algorithm=diloco --set outer.min_islands=3 --set outer.grace_s=5
-.venv/bin/python examples/islands/report.py "$out" "${methods[@]}" churn
+size_overrides=()
+method small sync 3 --set outer.algorithm=none
+method small lookahead 3 "${one_island[@]}"
+# The sweep's best for M = 2 (Nesterov 0.5, lr 0.6); M = 1 and 4 take the default (lr 1, no momentum).
+method small diloco_m2 3 "${two_islands[@]}" --set outer.compression=int4 --set outer.lr=0.6 --set outer.momentum=0.5
+method small diloco 3 --set outer.compression=int4
+method small streaming 3 --set outer.algorithm=streaming_diloco --set outer.fragments=2 --set outer.delay=1 \
+  --set outer.compression=int4
+method small sparseloco 3 "${sparse[@]}"
+method small noloco 3 --set outer.algorithm=noloco
+
+# Twice the parameters, still 20 tokens per parameter: 1320 steps.
+size_overrides=(--set model.dim=96 --set model.ffn=256 --set train.steps=1320 --set train.eval_every=330)
+method large sync 1 --set outer.algorithm=none
+method large diloco 1 --set outer.compression=int4
+method large sparseloco 1 "${sparse[@]}"
+
+.venv/bin/python examples/islands/quality.py "$out/small" sync lookahead diloco_m2 diloco streaming sparseloco noloco
+echo
+.venv/bin/python examples/islands/quality.py "$out/large" sync diloco sparseloco

@@ -2,16 +2,10 @@
 # The islands experiment in one MPI world (no root needed): synchronous data parallelism, DiLoCo,
 # DiLoCo with int8 exchange, Streaming DiLoCo and NoLoCo on the same tokens, 4 islands of 1 rank
 # over the in-process link simulator (100 Mbit/s, 10 ms per message); then a table (validation
-# loss, bytes between islands, wall-clock) and a plot. examples/islands/run.sh runs the same methods
+# loss, bytes between islands, wall-clock) and a plot. examples/islands/links.sh runs the same methods
 # as island jobs on real shaped links.
 # Usage: bash examples/islands/simulated.sh [--set key=value]...   (applied to every method)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-
-bash scripts/install-deps.sh
-bash scripts/build.sh atoll
-bash examples/pydocs/prepare.sh data/pydocs build/bin/atoll
-export OMP_NUM_THREADS=1
+source "$(dirname "$0")/setup.sh"
 out=runs/islands-simulated
 mkdir -p "$out"
 

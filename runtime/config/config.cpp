@@ -530,14 +530,17 @@ void read_section(const std::string& section, const YAML::Node& body, Config& co
   }
 }
 
-// NoLoCo's paper defaults differ from DiLoCo's: momentum 0.5 and gamma = outer.lr, used when the
-// file leaves those fields out.
+// NoLoCo's paper defaults differ from DiLoCo's: lr 0.7, momentum 0.5 and gamma = outer.lr, used
+// when the file leaves those fields out.
 void apply_outer_defaults(const YAML::Node& root, Config& config) {
   const YAML::Node outer = root["outer"];
   const auto given = [&outer](const char* key) {
     return outer.IsDefined() && outer.IsMap() && outer[key].IsDefined();
   };
-  if (config.outer.algorithm == OuterAlgorithm::kNoLoCo && !given("momentum")) config.outer.momentum = 0.5;
+  if (config.outer.algorithm == OuterAlgorithm::kNoLoCo) {
+    if (!given("lr")) config.outer.lr = 0.7;
+    if (!given("momentum")) config.outer.momentum = 0.5;
+  }
   if (!given("gamma")) config.outer.gamma = config.outer.lr;
 }
 

@@ -190,21 +190,23 @@ struct CheckpointConfig {
 };
 
 // Islands (DESIGN §6): the outer optimizer that synchronises parallel.islands replicas of the model.
-// Defaults are the papers': DiLoCo lr 0.7, momentum 0.9, Nesterov; NoLoCo momentum 0.5, gamma = lr
-// (applied when those fields are not given).
+// DiLoCo's defaults are the outer step the islands sweep found best (examples/islands/sweep.sh):
+// plain averaging, lr 1 without momentum -- the papers' Nesterov 0.7/0.9 was 25-55% worse at H of
+// 8 to 32 there; NoLoCo's are its paper's, lr 0.7, momentum 0.5, gamma = lr (applied when those
+// fields are not given).
 struct OuterConfig {
   // none: islands > 1 average gradients every step (synchronous data parallelism across islands);
   // diloco | streaming_diloco | noloco: islands train alone for inner_steps steps between syncs.
   OuterAlgorithm algorithm = OuterAlgorithm::kNone;
   int inner_steps = 50;  // H
-  double lr = 0.7;
-  double momentum = 0.9;
-  bool nesterov = true;
+  double lr = 1.0;
+  double momentum = 0.0;
+  bool nesterov = true;  // with momentum > 0
   int fragments = 1;     // streaming: P fragments of strided layers, one synced every H/P steps
   int delay = 0;         // streaming: tau < H/P steps the exchange overlaps before its result is applied
   double mix = 0.5;      // streaming: theta = mix*theta + (1-mix)*phi when a fragment's result lands
   int group_size = 2;    // noloco: islands per gossip group
-  double gamma = 0.7;    // noloco: pull of phi towards the group mean
+  double gamma = 1.0;    // noloco: pull of phi towards the group mean (defaults to lr)
   bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
   optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
   // > 0 (diloco, streaming_diloco): SparseLoCo -- each island sends only the topk largest of every

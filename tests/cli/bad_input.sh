@@ -295,6 +295,10 @@ expect_cli_error outer_min_islands_noloco 2 "config: outer.min_islands = 1 below
 expect_cli_error outer_norm_bound_noloco 2 "config: outer.max_pseudo_grad_norm = 5 applies to outer.algorithm = diloco or streaming_diloco \(an average of pseudo-gradients\), not 'noloco'; set outer.max_pseudo_grad_norm: 0" \
   plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
   --set outer.max_pseudo_grad_norm=5
+expect_cli_error outer_topk_noloco 2 "config: outer.topk = 8 applies to outer.algorithm = diloco or streaming_diloco \(a pseudo-gradient with error feedback\), not 'noloco'; set outer.algorithm: diloco or outer.topk: 0" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco --set outer.topk=8
+expect_cli_error outer_topk_range 2 "config: outer.topk = 300 must be in \[0, 256\]" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco --set outer.topk=300
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate

@@ -318,18 +318,22 @@ optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, 
 data:     { train: "~", val: "true" }
 checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }
 outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
-            mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4, max_pseudo_grad_norm: 12.5,
+            mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4, topk: 8, max_pseudo_grad_norm: 12.5,
             simulated_bandwidth_mbps: 100, simulated_latency_ms: 20, rendezvous: "head:29400", island: 1,
             timeout_s: 5, secret_file: "/etc/atoll/job secret", min_islands: 1, grace_s: 2.5 }
 comm:     { timeout_s: 2.5, flight_records: 9 }
 )");
 }
 
-TEST(ConfigOuter, PaperDefaultsPerAlgorithm) {
+TEST(ConfigOuter, DefaultsPerAlgorithm) {
+  // DiLoCo: the sweep's plain averaging; NoLoCo: its paper's values.
   const Config diloco = parse_config("outer: { algorithm: diloco }");
-  EXPECT_DOUBLE_EQ(diloco.outer.lr, 0.7);
-  EXPECT_DOUBLE_EQ(diloco.outer.momentum, 0.9);
-  EXPECT_TRUE(diloco.outer.nesterov);
+  EXPECT_DOUBLE_EQ(diloco.outer.lr, 1.0);
+  EXPECT_DOUBLE_EQ(diloco.outer.momentum, 0.0);
+  const Config noloco_defaults = parse_config("outer: { algorithm: noloco }");
+  EXPECT_DOUBLE_EQ(noloco_defaults.outer.lr, 0.7);
+  EXPECT_DOUBLE_EQ(noloco_defaults.outer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(noloco_defaults.outer.gamma, 0.7);
   const Config noloco = parse_config("outer: { algorithm: noloco, lr: 0.6 }");
   EXPECT_DOUBLE_EQ(noloco.outer.momentum, 0.5);
   EXPECT_DOUBLE_EQ(noloco.outer.gamma, 0.6) << "gamma defaults to outer.lr";

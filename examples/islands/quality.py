@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The low-communication quality experiment's tables: methods over seeds, and the outer sweep.
+
+Usage:
+    python3 examples/islands/quality.py RUNS_DIR BASELINE METHOD...
+    python3 examples/islands/quality.py --sweep RUNS_DIR
+
+The first form (examples/islands/run.sh): each RUNS_DIR/METHOD/ holds one run directory per seed
+(seed-1, seed-2, ...), each with the metrics.jsonl and config.yaml `atoll launch` writes. BASELINE
+is synchronous data parallelism. One row per method:
+    method | M | H | outer step | exchange | final val loss (mean +- sd over seeds) | vs baseline |
+    bytes between islands | fewer than synchronous | peak exchange
+The final validation loss is that of phi right after the last sync (val_loss_outer) when the run has
+an outer optimizer. Bytes are outer_bytes_total of the last step (what one rank sent to the other
+islands over the run); "fewer than synchronous" compares with synchronous data parallelism over
+the same M islands -- the baseline's bytes scaled by the ring all-reduce's 2(M-1)/M when M differs
+from the baseline's. The peak exchange is the most bytes one step sent. Then the targets of issue
+20 for the methods named lookahead, diloco, diloco_m2, streaming and sparseloco, met or not.
+Writes RUNS_DIR/quality.md and RUNS_DIR/quality.svg (mean validation loss against tokens).
+
+The second form (examples/islands/sweep.sh): RUNS_DIR/sync and RUNS_DIR/mM_hH_muMU_lrLR (and
+noloco_*) hold one run each; prints the final validation loss of each against sync, grouped by
+(M, H), the best of each group marked, and writes RUNS_DIR/sweep.md.
+
+Python 3 standard library only; exits 1 with a one-line message when a run is missing or holds no
+evaluation.
+"""
+
+import math
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402  (the islands report's reading, formatting and plotting)
+
+TARGETS = {  # method: (loss within %, at least x fewer bytes)
+    "diloco": (3.0, 100.0),
+    "streaming": (3.0, 100.0),
+    "sparseloco": (3.0, 500.0),
+    "diloco_m2": (2.0, 100.0),
+}
+
+
+class Seeds:
+    """One method's runs over seeds."""
+
+    def __init__(self, runs_dir, method):
+        directory = os.path.join(runs_dir, method)
+        seeds = sorted(d for d in os.listdir(directory) if d.startswith("seed-")) \
+            if os.path.isdir(directory) else []
+        if not seeds:
+            raise report.ReportError(f"{directory} holds no seed-N run; run examples/islands/run.sh first")
+        self.method = method
+        self.runs = [report.load_run(directory, seed) for seed in seeds]
+        self.config = report.parse_config(os.path.join(directory, seeds[0], "config.yaml"))
+
+    def setting(self, section, key, default=""):
+        return self.config.get(section, {}).get(key, default)
+
+    def islands(self):
+        return int(self.setting("parallel", "islands", "1"))
+
+    def losses(self):
+        return [run.final_val_loss() for run in self.runs]
+
+    def mean(self):
+        return statistics.fmean(self.losses())
+
+    def sd(self):
+        losses = self.losses()
+        return statistics.stdev(losses) if len(losses) > 1 else 0.0
+
+    def bytes_total(self):
+        return self.runs[0].bytes_total()
+
+    def peak_bytes(self):
+        return max((float(r.get("outer_bytes", 0)) for r in self.runs[0].steps), default=0.0)
+
+    def outer_step(self):
+        algorithm = self.setting("outer", "algorithm", "none")
+        if algorithm == "none":
+            return "every step"
+        lr, mu = self.setting("outer", "lr"), self.setting("outer", "momentum")
+        nesterov = self.setting("outer", "nesterov") == "true" and float(mu or 0) > 0
+        return f"{algorithm} lr {lr}, {'Nesterov ' if nesterov else ''}mu {mu}"
+
+    def exchange(self):
+        codec, topk = self.setting("outer", "compression", "none"), int(self.setting("outer", "topk", "0"))
+        return f"top-{topk}/256, {codec}" if topk > 0 else codec
+
+    def inner_steps(self):
+        if self.setting("outer", "algorithm", "none") == "none":
+            return "1"
+        h, fragments = self.setting("outer", "inner_steps"), int(self.setting("outer", "fragments", "1"))
+        return f"{h} (P={fragments})" if fragments > 1 else h
+
+
+def synchronous_bytes(baseline, islands):
+    """Synchronous data parallelism's bytes over `islands` islands, from the baseline's."""
+    m = baseline.islands()
+    if islands <= 1 or m <= 1 or baseline.bytes_total() is None:
+        return None
+    return baseline.bytes_total() * (2.0 * (islands - 1) / islands) / (2.0 * (m - 1) / m)
+
+
+def method_rows(baseline, methods):
+    header = ("method", "M", "H", "outer step", "exchange", "final val loss", "vs sync",
+              "bytes between islands", "fewer than sync", "peak exchange")
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":--"] * 5 + ["--:"] * 5) + "|"]
+    for m in methods:
+        sync = synchronous_bytes(baseline, m.islands())
+        spread = f" +- {m.sd():.4f}" if len(m.runs) > 1 else ""
+        row = (m.method, str(m.islands()), m.inner_steps(), m.outer_step(), m.exchange(),
+               f"{m.mean():.4f}{spread} ({len(m.runs)})",
+               report.format_percent(report.percent_change(m.mean(), baseline.mean())),
+               report.format_bytes(m.bytes_total()),
+               "-" if m is baseline else report.format_ratio(report.ratio(sync, m.bytes_total())),
+               report.format_bytes(m.peak_bytes()))
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def target_lines(baseline, methods):
+    by_name = {m.method: m for m in methods}
+    lines = []
+    lookahead = by_name.get("lookahead")
+    if lookahead is not None:
+        ok = lookahead.mean() <= baseline.mean()
+        lines.append(f"control: DiLoCo with one island (Lookahead) {lookahead.mean():.4f} vs synchronous "
+                     f"{baseline.mean():.4f}: {'at or below' if ok else 'ABOVE'} synchronous")
+    for name, (within, fewer) in TARGETS.items():
+        m = by_name.get(name)
+        if m is None:
+            continue
+        change = report.percent_change(m.mean(), baseline.mean())
+        ratio = report.ratio(synchronous_bytes(baseline, m.islands()), m.bytes_total())
+        ok = change <= within and ratio is not None and ratio >= fewer
+        extra = ""
+        if name == "streaming" and "diloco" in by_name:
+            fragments = int(m.setting("outer", "fragments", "1"))
+            peak = report.ratio(m.peak_bytes(), by_name["diloco"].peak_bytes())
+            extra = f", peak exchange {peak:.2f} of DiLoCo's (<= 1/{fragments} asked)"
+            ok = ok and peak is not None and peak <= 1.0 / fragments + 0.02
+        lines.append(f"target: {name} within {within:g}% at >= {fewer:g}x fewer bytes: "
+                     f"{report.format_percent(change)} at {report.format_ratio(ratio)}{extra} -> "
+                     f"{'met' if ok else 'MISSED'}")
+    return lines
+
+
+def mean_curve(m):
+    """A report.Run whose evaluations are the mean over seeds, for the plot."""
+    first = m.runs[0]
+    evals = []
+    for i, record in enumerate(first.evals):
+        losses = [report.eval_loss(run.evals[i]) for run in m.runs if i < len(run.evals)]
+        evals.append({"step": record["step"], "val_loss": statistics.fmean(losses)})
+    return report.Run(m.method, first.algorithm, first.tokens_per_step, first.steps, evals)
+
+
+SWEEP_NAME = re.compile(r"m(\d+)_h(\d+)_mu([0-9.]+)_lr([0-9.]+)$")
+
+
+def sweep_lines(runs_dir):
+    sync = report.load_run(runs_dir, "sync").final_val_loss()
+    cells = {}
+    noloco = []
+    for name in sorted(os.listdir(runs_dir)):
+        if not os.path.isfile(os.path.join(runs_dir, name, "metrics.jsonl")):
+            continue
+        match = SWEEP_NAME.match(name)
+        loss = report.load_run(runs_dir, name).final_val_loss()
+        if match:
+            m, h, mu, lr = match.groups()
+            cells.setdefault((int(m), int(h)), []).append((float(mu), float(lr), loss))
+        elif name.startswith("noloco"):
+            noloco.append((name, loss))
+    lines = [f"synchronous data parallelism: {sync:.4f}", "",
+             "| M | H | momentum | outer lr | final val loss | vs sync |", "|--:|--:|--:|--:|--:|--:|"]
+    for (m, h), rows in sorted(cells.items()):
+        best = min(loss for _, _, loss in rows)
+        for mu, lr, loss in sorted(rows, key=lambda r: (-r[0], r[1])):
+            mark = " **best**" if loss == best else ""
+            lines.append(f"| {m} | {h} | {mu:g} | {lr:g} | {loss:.4f}{mark} | "
+                         f"{report.format_percent(report.percent_change(loss, sync))} |")
+    for name, loss in noloco:
+        lines.append(f"| 4 | 16 | {name} | | {loss:.4f} | "
+                     f"{report.format_percent(report.percent_change(loss, sync))} |")
+    return lines
+
+
+def main(argv):
+    try:
+        if len(argv) == 3 and argv[1] == "--sweep":
+            lines = sweep_lines(argv[2])
+            out = os.path.join(argv[2], "sweep.md")
+        elif len(argv) >= 3 and not argv[1].startswith("-"):
+            runs_dir = argv[1]
+            methods = [Seeds(runs_dir, name) for name in argv[2:]]
+            lines = method_rows(methods[0], methods) + [""] + target_lines(methods[0], methods)
+            out = os.path.join(runs_dir, "quality.md")
+            with open(os.path.join(runs_dir, "quality.svg"), "w", encoding="utf-8") as f:
+                f.write(report.plot_svg([mean_curve(m) for m in methods]))
+        else:
+            print(__doc__.strip(), file=sys.stderr)
+            return 2
+    except (report.ReportError, OSError, ValueError) as error:
+        print(f"quality: {error}", file=sys.stderr)
+        return 1
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
