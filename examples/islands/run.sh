@@ -46,8 +46,8 @@ method small streaming 3 --set outer.algorithm=streaming_diloco --set outer.frag
 method small sparseloco 3 "${sparse[@]}"
 method small noloco 3 --set outer.algorithm=noloco
 
-# Twice the parameters, still 20 tokens per parameter: 1320 steps.
-size_overrides=(--set model.dim=96 --set model.ffn=256 --set train.steps=1320 --set train.eval_every=330)
+# Twice the parameters, still about 20 tokens per parameter: 1312 steps (82 rounds of 16).
+size_overrides=(--set model.dim=96 --set model.ffn=256 --set train.steps=1312 --set train.eval_every=328)
 method large sync 1 --set outer.algorithm=none
 method large diloco 1 --set outer.compression=int4
 method large sparseloco 1 "${sparse[@]}"
