@@ -80,15 +80,16 @@ void plan_outer(const Config& c, double owned, StagePlan& s) {
     s.outer_bytes_per_sync = s.outer_bytes_per_step = 2.0 * (k - 1) / k * 4.0 * owned;
     return;
   }
-  // Streaming syncs each fragment once per H steps: the whole model per H, as DiLoCo.
-  // Top-k sends its sparse message to every other island (no reduce-scatter).
-  const double sparse =
-      (k - 1) * static_cast<double>(optim::outer::encoded_bytes(
-                    optim::outer::TopkEncoding{o.topk, o.compression}, static_cast<int64_t>(owned)));
-  s.outer_bytes_per_sync = o.algorithm == runtime::OuterAlgorithm::kNoLoCo
-                               ? 2.0 * (o.group_size - 1) * encoded
-                           : o.topk > 0 ? sparse
-                                        : average;
+  // Streaming syncs each fragment once per H steps: the whole model per H, as DiLoCo. Top-k sends
+  // its sparse message to every other island (no reduce-scatter).
+  if (o.algorithm == runtime::OuterAlgorithm::kNoLoCo)
+    s.outer_bytes_per_sync = 2.0 * (o.group_size - 1) * encoded;
+  else if (o.topk > 0)
+    s.outer_bytes_per_sync =
+        (k - 1) * static_cast<double>(optim::outer::encoded_bytes(
+                      optim::outer::TopkEncoding{o.topk, o.compression}, static_cast<int64_t>(owned)));
+  else
+    s.outer_bytes_per_sync = average;
   s.outer_bytes_per_step = s.outer_bytes_per_sync / o.inner_steps;
 }
 
@@ -196,11 +197,13 @@ std::string format_plan(const Config& c, const Plan& plan) {
   }
   const bool outer_optimizer = c.outer.algorithm != runtime::OuterAlgorithm::kNone;
   if (p.islands > 1 || outer_optimizer) {
+    const std::string sparsity = c.outer.topk > 0 ? "top-" + std::to_string(c.outer.topk) + "/" +
+                                                        std::to_string(optim::outer::kTopkChunk) + " "
+                                                  : "";
     out +=
         formatted("islands: %d, outer.algorithm %s, every %d steps, %s%s exchange:\n", p.islands,
                   std::string(name_of(c.outer.algorithm)).c_str(), outer_optimizer ? c.outer.inner_steps : 1,
-                  c.outer.topk > 0 ? ("top-" + std::to_string(c.outer.topk) + "/256 ").c_str() : "",
-                  optim::outer::codec_name(c.outer.compression));
+                  sparsity.c_str(), optim::outer::codec_name(c.outer.compression));
     out += formatted("%5s %13s %13s %13s\n", "stage", "outer state", "sent per sync", "per step");
     for (const StagePlan& s : plan.stages) {
       out += formatted("%5d %13s %13s %13s\n", s.stage, format_bytes(s.outer_state_bytes).c_str(),

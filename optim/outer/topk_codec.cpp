@@ -46,9 +46,8 @@ at::Tensor encode(const TopkEncoding& encoding, const at::Tensor& values) {
   check_k(encoding.k);
   if (!at::isfinite(values).all().item<bool>())
     throw std::invalid_argument(
-        "outer exchange: non-finite values in the top-k input; the inner training diverged -- lower optim.lr "
-        "or "
-        "enable optim.grad_clip");
+        "outer exchange: non-finite values in the top-k input; the inner training diverged -- lower "
+        "optim.lr or enable optim.grad_clip");
   const at::Tensor flat = values.reshape({-1});
   const Chunks c = chunks_of(flat.numel());
   std::vector<at::Tensor> positions, kept;
@@ -77,8 +76,7 @@ at::Tensor decode(const TopkEncoding& encoding, const at::Tensor& bytes, int64_t
   const at::Tensor values = decode(encoding.values, bytes.narrow(0, kept, bytes.numel() - kept), kept);
   // Each kept entry's chunk: full chunks keep k each, the tail what is left.
   const Chunks c = chunks_of(numel);
-  const int64_t per_full = std::min<int64_t>(encoding.k, kTopkChunk);
-  at::Tensor chunk = at::arange(kept, at::kLong).div_(per_full, "floor").clamp_max_(c.full);
+  at::Tensor chunk = at::arange(kept, at::kLong).div_(encoding.k, "floor").clamp_max_(c.full);
   const at::Tensor length = at::where(chunk.lt(c.full), at::scalar_tensor(kTopkChunk, at::kLong),
                                       at::scalar_tensor(c.tail, at::kLong));
   // A forged or corrupted message must not write outside its chunk or twice into one place.
