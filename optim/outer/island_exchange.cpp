@@ -188,7 +188,7 @@ at::Tensor IslandExchange::mean_on_host(const at::Tensor& values, double norm) {
         retried_until_authentic<std::vector<at::Tensor>>([&](int attempt, int& rejected) {
           return try_group_sums({sent_values}, everyone, /*sparse=*/true, attempt, sent, rejected);
         }).front();
-    account(start, sent, 2 * k - 2);  // the finiteness vote, then one message to every other island
+    account(start, sent, k);  // the finiteness vote, then one message to every other island
     return sum.div_(divisor);
   }
   at::Tensor out = retried_until_authentic<at::Tensor>(
