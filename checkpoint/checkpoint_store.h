@@ -46,6 +46,7 @@ struct Piece {
 struct SaveInfo {
   int64_t step = 0, tokens = 0, seed = 0;
   std::string model_config;  // the model section as YAML
+  std::string tokenizer;     // serialized SentencePiece model; empty: bytes
   proto::Mesh mesh;
 };
 

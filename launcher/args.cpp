@@ -1,3 +1,4 @@
+#include <charconv>
 #include <stdexcept>
 
 #include "launcher/commands.h"
@@ -36,6 +37,51 @@ ConfigArgs parse_config_args(const Args& args, const std::string& usage) {
   }
   if (parsed.config_path.empty()) throw std::invalid_argument("missing CONFIG; usage: " + usage);
   return parsed;
+}
+
+Options parse_options(const Args& args, size_t first, const std::set<std::string>& known,
+                      const std::string& usage) {
+  Options options;
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      options.positional.push_back(a);
+      continue;
+    }
+    if (known.count(a) == 0) throw std::invalid_argument("unknown option '" + a + "'; usage: " + usage);
+    if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value; usage: " + usage);
+    options.values[a] = args[++i];
+  }
+  return options;
+}
+
+std::string Options::get(const std::string& name, const std::string& fallback) const {
+  const auto it = values.find(name);
+  return it == values.end() ? fallback : it->second;
+}
+
+namespace {
+
+template <typename T>
+T number_of(const Options& options, const std::string& name, T fallback) {
+  const auto it = options.values.find(name);
+  if (it == options.values.end()) return fallback;
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument(name + " " + text + " is not a number");
+  return value;
+}
+
+}  // namespace
+
+int64_t Options::integer(const std::string& name, int64_t fallback) const {
+  return number_of(*this, name, fallback);
+}
+
+double Options::real(const std::string& name, double fallback) const {
+  return number_of(*this, name, fallback);
 }
 
 }  // namespace atl::launcher

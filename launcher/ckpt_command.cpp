@@ -1,4 +1,4 @@
-// `atoll ckpt inspect DIR` and `atoll ckpt export DIR --out FILE` (checkpoint/export.h).
+// `atoll ckpt inspect DIR` and `atoll ckpt export DIR --out OUT` (runtime/inference/trained_model.h).
 // inspect: what a checkpoint holds -- step, tokens, the layout it was saved under,
 // the model, and per tensor its role, global shape, chunks and bytes -- with every chunk's CRC-32C
 // verified. DIR is a checkpoint (step-N) or a directory of them (its LATEST is inspected). No MPI.
@@ -8,24 +8,15 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/export.h"
 #include "launcher/commands.h"
+#include "runtime/inference/trained_model.h"
 #include "runtime/metrics/metrics.h"
 
 namespace atl::launcher {
 namespace {
 
-constexpr const char* kCkptUsage = "atoll ckpt inspect DIR | atoll ckpt export DIR --out FILE.safetensors";
-
-// DIR itself when it holds a manifest, else the checkpoint its LATEST names.
-std::string checkpoint_in(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (fs::exists(fs::path(dir) / "manifest.pb")) return dir;
-  std::ifstream latest(fs::path(dir) / "LATEST");
-  std::string named;
-  if (latest >> named) return (fs::path(dir) / named).string();
-  return dir;  // read_manifest explains what is missing
-}
+constexpr const char* kCkptUsage =
+    "atoll ckpt inspect DIR | atoll ckpt export DIR --out OUT_DIR|FILE.safetensors";
 
 std::string shape_of(const checkpoint::proto::Tensor& t) {
   std::string s;
@@ -34,7 +25,7 @@ std::string shape_of(const checkpoint::proto::Tensor& t) {
 }
 
 int inspect(const std::string& dir_arg) {
-  const std::string dir = checkpoint_in(dir_arg);
+  const std::string dir = runtime::checkpoint_in(dir_arg);
   const checkpoint::proto::Manifest m = checkpoint::read_manifest(dir);
   std::printf(
       "checkpoint %s\nstep %lld, %lld tokens, seed %lld, saved by islands %d x pp %d x dp %d x tp %d, ZeRO "
@@ -81,15 +72,18 @@ int ckpt_command(const Args& args) {
         << "usage: " << kCkptUsage
         << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
            "damaged).\n"
-        << "export: one fp32 safetensors file of the parameters under Hugging Face Llama names, and a\n"
-        << "config.json beside it for transformers.LlamaForCausalLM (train from it with model.init_from).\n"
+        << "export: a Hugging Face Llama directory OUT_DIR -- model.safetensors (fp32), config.json and, for "
+           "a\n"
+        << "subword model, tokenizer.model + tokenizer_config.json -- that transformers' from_pretrained "
+           "loads\n"
+        << "(and model.init_from starts a run from); or one FILE.safetensors with config.json beside it.\n"
         << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "inspect" && args.size() == 2) return inspect(args[1]);
   if (args[0] == "export" && args.size() == 4 && args[2] == "--out") {
-    const int n = checkpoint::export_consolidated(checkpoint_in(args[1]), args[3]);
-    std::cout << "exported " << n << " tensors to " << args[3] << " (and config.json beside it)\n";
+    const int n = runtime::export_hugging_face(args[1], args[3]);
+    std::cout << "exported " << n << " tensors to " << args[3] << "\n";
     return 0;
   }
   throw std::invalid_argument("expected `" + std::string(kCkptUsage) + "`");

@@ -2,6 +2,9 @@
 // process exit code.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,9 @@ int plan_command(const Args& args);
 int ckpt_command(const Args& args);
 int report_command(const Args& args);
 int rendezvous_command(const Args& args);
+int tokenizer_command(const Args& args);
+int eval_command(const Args& args);
+int sample_command(const Args& args);
 
 // CONFIG [--set k=v]... parsed; everything else is left in `rest`.
 struct ConfigArgs {
@@ -28,5 +34,20 @@ struct ConfigArgs {
 ConfigArgs parse_config_args(const Args& args, const std::string& usage);
 
 bool wants_help(const Args& args);
+
+// `--name value` options (each name in `known`; a repeated one keeps the last value) and positional
+// arguments, from args[first] on. std::invalid_argument with `usage` for an unknown option or one
+// without a value.
+struct Options {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> positional;
+  bool has(const std::string& name) const { return values.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback) const;
+  // The option's number (fallback when absent); std::invalid_argument "--name X is not a number".
+  int64_t integer(const std::string& name, int64_t fallback) const;
+  double real(const std::string& name, double fallback) const;
+};
+Options parse_options(const Args& args, size_t first, const std::set<std::string>& known,
+                      const std::string& usage);
 
 }  // namespace atl::launcher

@@ -19,10 +19,15 @@ commands:
   launch CONFIG [--np N] [--hostfile FILE | --slurm] [--max-restarts N] [--set key=value]... [-- ARGS]
                                                     start the job (mpirun or srun) with the layout's rank
                                                     count; restart it after failures
-  data prepare --out DIR [--val-fraction F] FILE... byte-tokenize text files into train/val shards
+  data prepare --out DIR [--tokenizer MODEL] FILE... tokenize text files into train/val shards (bytes,
+                                                    or a SentencePiece MODEL)
+  tokenizer train --vocab N [--out MODEL] FILE...   train a SentencePiece subword model
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
-  ckpt export DIR --out FILE.safetensors            consolidated Hugging Face weights + config.json
+  ckpt export DIR --out OUT_DIR                     a Hugging Face Llama directory (transformers loads it)
+  eval MODEL --data SHARD                           loss, perplexity, bits per byte of a checkpoint or
+                                                    Hugging Face directory on a token shard
+  sample MODEL --prompt TEXT [--temperature T ...]  generate text from a checkpoint or HF directory
   report RUN_DIR [--out FILE.svg]                   a run's summary and its loss curve as an SVG
   rendezvous [--port P]                             serve the meeting point of islands run as separate
                                                     jobs (outer.rendezvous: HOST:P), until SIGINT/SIGTERM
@@ -57,6 +62,9 @@ int main(int argc, char** argv) {
     if (command == "ckpt") return atl::launcher::ckpt_command(rest);
     if (command == "report") return atl::launcher::report_command(rest);
     if (command == "rendezvous") return atl::launcher::rendezvous_command(rest);
+    if (command == "tokenizer") return atl::launcher::tokenizer_command(rest);
+    if (command == "eval") return atl::launcher::eval_command(rest);
+    if (command == "sample") return atl::launcher::sample_command(rest);
   } catch (const atl::runtime::ConfigError& e) {
     std::cerr << "atoll: " << e.what() << "\n";
     return atl::runtime::kExitBadInput;

@@ -3,10 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 
 #include "runtime/model/llama.h"
+#include "runtime/model/model_description.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace atl::runtime {
 
@@ -21,6 +22,7 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
       data_parallel_(data_parallel),
       optimizer_(optimizer),
       outer_(outer),
+      tokenizer_model_(load_tokenizer(config.data.tokenizer)->serialized()),
       comm_(world.split(0, world.rank(), "checkpoint")),
       store_(std::make_unique<checkpoint::CheckpointStore>(
           config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every,
@@ -44,16 +46,7 @@ std::string TrainerCheckpoints::finish() {
 }
 
 std::string TrainerCheckpoints::model_description() const {
-  const auto shortest = [](double v) {  // round-trip exact, and short: 1e-05, not 1.0000000000000001e-05
-    char buf[32];
-    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-  };
-  const ModelConfig& m = config_.model;
-  return "vocab=" + std::to_string(m.vocab) + " dim=" + std::to_string(m.dim) +
-         " layers=" + std::to_string(m.layers) + " heads=" + std::to_string(m.heads) +
-         " kv_heads=" + std::to_string(m.kv_heads) + " ffn=" + std::to_string(m.ffn) +
-         " seq=" + std::to_string(m.seq) + " tie_embeddings=" + (m.tie_embeddings ? "true" : "false") +
-         " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps);
+  return describe_model(config_.model);
 }
 
 std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int island, bool outer_state,
@@ -109,6 +102,7 @@ std::string TrainerCheckpoints::save(int64_t step) {
   info.tokens = step * config_.train.global_batch * config_.model.seq;
   info.seed = config_.run.seed;
   info.model_config = model_description();
+  info.tokenizer = tokenizer_model_;
   const ParallelConfig& p = config_.parallel;
   info.mesh.set_islands(p.islands);
   info.mesh.set_pp(p.pp);

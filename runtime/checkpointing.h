@@ -70,6 +70,7 @@ class TrainerCheckpoints {
   parallel::ShardedDataParallel& data_parallel_;
   optim::FlatAdamW& optimizer_;
   optim::outer::OuterOptimizer* outer_;  // null without an outer optimizer
+  std::string tokenizer_model_;          // data.tokenizer serialized into every manifest ("" for bytes)
   std::unique_ptr<comm::MpiCommunicator>
       comm_;  // checkpoint collectives never share the training communicator
   std::unique_ptr<checkpoint::CheckpointStore> store_;

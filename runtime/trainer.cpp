@@ -26,6 +26,7 @@
 #include "runtime/process_exit.h"
 #include "runtime/step_costs.h"
 #include "runtime/test_hooks.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace atl::runtime {
 
@@ -180,6 +181,16 @@ void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Pr
       datasheet ? formatted("%.0f TFLOP/s", *datasheet / 1e12).c_str() : "unknown for this GPU"));
 }
 
+// data.tokenizer loads and, for a subword model, has model.vocab pieces (the shards' ids are its).
+void check_tokenizer(const Config& config) {
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
+  if (config.data.tokenizer != kByteTokenizer && tokenizer->vocab_size() != config.model.vocab)
+    throw ConfigError({"data.tokenizer: " + config.data.tokenizer + " has " +
+                       std::to_string(tokenizer->vocab_size()) + " pieces but model.vocab is " +
+                       std::to_string(config.model.vocab) +
+                       "; set model.vocab: " + std::to_string(tokenizer->vocab_size())});
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::ostream* out,
@@ -196,6 +207,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     const std::vector<std::string> problems = validate_layout(config, world.size());
     if (!problems.empty()) throw ConfigError(problems);
     s.hooks = TestHooks::parse(environment);
+    check_tokenizer(config);
     s.data = open_training_data(config.data.train, config.data.val, config.model.seq, config.model.vocab,
                                 static_cast<uint64_t>(config.run.seed), config.train.eval_every,
                                 config.train.eval_sequences);

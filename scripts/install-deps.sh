@@ -3,9 +3,10 @@
 #   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest,
 #     Gloo's headers (the islands' TCP groups use LibTorch's own Gloo; only the headers come from Debian),
 #     OpenSSL (the islands' job secret: HMAC-SHA256), iproute2 (the islands' tests on shaped links
-#     between network namespaces: ip, tc);
-#   - .venv/ (git-ignored) with the PyTorch wheel pinned in scripts/requirements.txt, whose LibTorch
-#     the build links (cmake/AtollTorch.cmake finds it there).
+#     between network namespaces: ip, tc), SentencePiece (subword tokenizers: atoll tokenizer);
+#   - .venv/ (git-ignored) with the packages pinned in scripts/requirements.txt: the PyTorch wheel,
+#     whose LibTorch the build links (cmake/AtollTorch.cmake finds it there), and the Hugging Face,
+#     TensorBoard and SentencePiece packages the interoperability tests check Atoll's files with.
 # Idempotent: what is present is kept, so a second run is a quick no-op.
 # ATOLL_PYTHON picks the interpreter the venv is made from (default: python3 on PATH).
 set -euo pipefail
@@ -16,7 +17,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libgloo-dev libssl-dev iproute2
+  libgloo-dev libssl-dev iproute2 libsentencepiece-dev
 )
 python=${ATOLL_PYTHON:-python3}
 
@@ -42,18 +43,18 @@ else
   echo "install-deps: Debian packages present"
 fi
 
-# The pinned torch, e.g. "2.14.1" from the line "torch==2.14.1".
-pin=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' scripts/requirements.txt)
-have=$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
-if [[ "$have" == "$pin" ]]; then
-  echo "install-deps: .venv has torch $have"
+# The venv is up to date when it holds what this very requirements.txt asked for (a stamp of its hash).
+stamp=.venv/.atoll-requirements
+want=$(sha256sum scripts/requirements.txt | cut -d' ' -f1)
+if [[ -x .venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+  echo "install-deps: .venv has scripts/requirements.txt (torch $(sed -n 's/^torch==//p' scripts/requirements.txt))"
   exit 0
 fi
-if [[ -n "$have" ]]; then echo "install-deps: .venv has torch $have, the pin is $pin: reinstalling"; fi
 [[ -x .venv/bin/python ]] || "$python" -m venv .venv
-echo "install-deps: pip-installing scripts/requirements.txt into .venv (torch $pin)"
+echo "install-deps: pip-installing scripts/requirements.txt into .venv"
 # This machine's pip configuration names local wheel folders that may not all exist; pip warns for
 # each one it skips. Those warnings are dropped, everything else pip prints is kept.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt 2>&1 |
   { grep -v "^WARNING: Location '.*' is ignored" || true; }
+echo "$want" >"$stamp"
 echo "install-deps: .venv has torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

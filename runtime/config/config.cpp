@@ -353,6 +353,7 @@ const std::vector<Field>& fields() {
         optim("schedule", &OptimConfig::schedule),
         data("train", &DataConfig::train),
         data("val", &DataConfig::val),
+        data("tokenizer", &DataConfig::tokenizer),
         checkpoint("dir", &CheckpointConfig::dir),
         checkpoint("every", &CheckpointConfig::every, at_least(0)),
         checkpoint("keep", &CheckpointConfig::keep, at_least(1)),

@@ -114,7 +114,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   double init_std = 0.02;
-  // A safetensors file of canonical weights (atoll ckpt export) to start from; YAML "none": none.
+  // Weights to start from: a safetensors file of canonical weights (atoll ckpt export --out F.safetensors)
+  // or a Hugging Face Llama directory (save_pretrained, atoll ckpt export --out DIR); "none": none.
   std::string init_from = kNoInitialWeights;
   static constexpr const char* kNoInitialWeights = "none";
   bool starts_from_file() const { return init_from != kNoInitialWeights; }
@@ -169,6 +170,9 @@ struct OptimConfig {
 struct DataConfig {
   std::string train = "data/pydocs/train.bin";
   std::string val = "data/pydocs/val.bin";
+  // What the shards' ids mean: "bytes" (vocab 256), or the SentencePiece model they were encoded
+  // with (atoll data prepare --tokenizer copies it to DIR/tokenizer.model); checkpoints carry it.
+  std::string tokenizer = "bytes";
 };
 
 // Checkpointing (DESIGN §7): where, how often, how many to keep, and what to resume from.

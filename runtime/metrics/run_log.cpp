@@ -10,20 +10,36 @@ namespace {
 
 // The scalars TensorBoard shows for a step: the same values as its metrics.jsonl record.
 std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
-  std::vector<std::pair<std::string, double>> scalars{{"train/loss", m.loss},
-                                                      {"train/lr", m.lr},
-                                                      {"train/grad_norm", m.grad_norm},
-                                                      {"perf/tokens_per_s", m.tokens_per_s},
-                                                      {"perf/mfu", m.mfu},
-                                                      {"perf/step_s", m.step_seconds},
-                                                      {"comm/bytes", static_cast<double>(m.comm_bytes)},
-                                                      {"comm/wait_s", m.comm_wait_seconds},
-                                                      {"memory/rss_bytes", static_cast<double>(m.rss_bytes)}};
+  std::vector<std::pair<std::string, double>> scalars{
+      {"train/loss", m.loss},
+      {"train/lr", m.lr},
+      {"train/grad_norm", m.grad_norm},
+      {"perf/tokens_per_s", m.tokens_per_s},
+      {"perf/mfu", m.mfu},
+      {"perf/step_s", m.step_seconds},
+      {"comm/bytes", static_cast<double>(m.comm_bytes)},
+      {"comm/tp_bytes", static_cast<double>(m.tp_bytes)},
+      {"comm/dp_bytes", static_cast<double>(m.dp_bytes)},
+      {"comm/pp_bytes", static_cast<double>(m.pp_bytes)},
+      {"comm/wait_s", m.comm_wait_seconds},
+      {"checkpoint/wait_s", m.checkpoint_wait_seconds},
+      {"memory/rss_bytes", static_cast<double>(m.rss_bytes)},
+      {"memory/param_bytes", static_cast<double>(m.param_bytes)},
+      {"memory/grad_bytes", static_cast<double>(m.grad_bytes)},
+      {"memory/optimizer_bytes", static_cast<double>(m.optimizer_bytes)}};
   if (m.gpu_memory) {
     scalars.emplace_back("memory/gpu_allocated_bytes", static_cast<double>(m.gpu_memory->allocated));
     scalars.emplace_back("memory/gpu_reserved_bytes", static_cast<double>(m.gpu_memory->reserved));
     scalars.emplace_back("memory/gpu_peak_bytes", static_cast<double>(m.gpu_memory->peak));
   }
+  if (m.skipped) scalars.emplace_back("train/skipped", 1.0);
+  if (m.islands) {
+    scalars.emplace_back("outer/bytes", static_cast<double>(m.outer_bytes));
+    scalars.emplace_back("outer/bytes_total", static_cast<double>(m.outer_bytes_total));
+    scalars.emplace_back("outer/wait_s", m.outer_wait_seconds);
+    scalars.emplace_back("outer/simulated_s", m.outer_simulated_seconds);
+  }
+  if (m.outer_islands > 0) scalars.emplace_back("outer/islands", static_cast<double>(m.outer_islands));
   return scalars;
 }
 
@@ -130,7 +146,10 @@ void RunLog::validation(int64_t step, double val_loss, const std::optional<Islan
   if (islands && !islands->islands.empty()) record.add("val_loss_islands", islands->islands);
   if (islands) record.add("val_loss_outer", islands->outer);
   metrics_->write(record);
-  scalars(step, {{"val/loss", val_loss}});
+  if (islands)
+    scalars(step, {{"val/loss", val_loss}, {"val/loss_outer", islands->outer}});
+  else
+    scalars(step, {{"val/loss", val_loss}});
   line(validation_line(step, config_.train.steps, val_loss, islands));
 }
 

@@ -3,10 +3,14 @@
 #include "checkpoint/safetensors.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
+#include "runtime/model/hugging_face.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <tuple>
 
 namespace atl::runtime {
 namespace {
@@ -165,19 +169,10 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   for (int i = part_.first_layer; i < part_.end_layer; ++i) units_.push_back(i);
   if (part_.head) units_.push_back(config.layers);
 
-  // RoPE tables, Hugging Face convention: inv_freq_j = theta^(-2j/d), angles duplicated over
-  // both halves of the head dimension.
   at::NoGradGuard no_grad;
-  at::Tensor inv_freq = at::pow(
-      config.rope_theta, -at::arange(0, head_dim_, 2, at::TensorOptions().dtype(at::kDouble)) / head_dim_);
-  at::Tensor angles = at::outer(at::arange(config.seq, at::TensorOptions().dtype(at::kDouble)), inv_freq);
-  angles = at::cat({angles, angles}, -1);
-  // Tables in the compute dtype (the parameters'), as Hugging Face casts cos/sin to the activations'.
-  // Computed on the CPU in double, then moved: the same tables on every device.
   const at::ScalarType dtype = params.entries().front().value.scalar_type();
   const c10::Device device = params.device();
-  rope_cos_ = angles.cos().to(device, dtype);
-  rope_sin_ = angles.sin().to(device, dtype);
+  std::tie(rope_cos_, rope_sin_) = rope_tables(config, dtype, device);
   causal_mask_ = causal_mask(config.seq, dtype).to(device);
 }
 
@@ -194,10 +189,7 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
   // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
   // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
   const at::Tensor weight = sequence_parallel_ ? parallel::copy_to_tp_region(weight_in, tp_) : weight_in;
-  // Statistics in fp32 whatever the compute dtype (Hugging Face's LlamaRMSNorm); a no-op in fp32.
-  const at::Tensor x32 = x.to(at::kFloat);
-  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + config_.norm_eps)).to(x.scalar_type()) *
-         weight;
+  return rms_normalize(x, weight, config_.norm_eps);
 }
 
 at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
@@ -210,8 +202,8 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   at::Tensor k = at::linear(x_tp, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   at::Tensor v = at::linear(x_tp, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+  q = apply_rope(q, cos, sin);
+  k = apply_rope(k, cos, sin);
   if (kv_heads != heads) {  // grouped-query attention: each kv head serves heads/kv_heads query heads
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
@@ -279,6 +271,29 @@ at::Tensor LlamaModel::loss(const at::Tensor& tokens, const at::Tensor& targets)
   return loss_of(forward(tokens), targets);
 }
 
+at::Tensor rms_normalize(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  // Statistics in fp32 whatever the compute dtype (Hugging Face's LlamaRMSNorm); a no-op in fp32.
+  const at::Tensor x32 = x.to(at::kFloat);
+  return (x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) * weight;
+}
+
+std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& config, at::ScalarType dtype,
+                                              c10::Device device) {
+  // Hugging Face's convention: inv_freq_j = theta^(-2j/d), angles duplicated over both halves of the
+  // head dimension. Computed on the CPU in double, then moved: the same tables on every device, in
+  // the compute dtype, as Hugging Face casts cos/sin to the activations'.
+  const int64_t head_dim = config.dim / config.heads;
+  const auto doubles = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor inv_freq = at::pow(config.rope_theta, -at::arange(0, head_dim, 2, doubles) / head_dim);
+  at::Tensor angles = at::outer(at::arange(config.seq, doubles), inv_freq);
+  angles = at::cat({angles, angles}, -1);
+  return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
 int layer_of(const std::string& name, int layers) {
   const std::string prefix = "model.layers.";
   if (name.rfind(prefix, 0) == 0) return std::stoi(name.substr(prefix.size()));
@@ -316,22 +331,67 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
   }
 }
 
+namespace {
+
+// model.init_from naming a Hugging Face directory: its config.json must describe this config's model
+// (all but seq, which RoPE does not depend on); invalid_argument naming the first field that differs.
+void check_same_model(const ModelConfig& ours, const std::string& dir) {
+  const ModelConfig theirs = read_hugging_face_config(dir);
+  const auto differs = [&dir](const char* hf_key, const char* our_key, auto hf_value, auto our_value) {
+    if (hf_value == our_value) return;
+    std::ostringstream line;
+    line << std::boolalpha << "model.init_from: " << dir << "/config.json has " << hf_key << " " << hf_value
+         << " but model." << our_key << " is " << our_value << "; set model." << our_key << ": " << hf_value;
+    throw std::invalid_argument(line.str());
+  };
+  differs("vocab_size", "vocab", theirs.vocab, ours.vocab);
+  differs("hidden_size", "dim", theirs.dim, ours.dim);
+  differs("num_hidden_layers", "layers", theirs.layers, ours.layers);
+  differs("num_attention_heads", "heads", theirs.heads, ours.heads);
+  differs("num_key_value_heads", "kv_heads", theirs.kv_heads, ours.kv_heads);
+  differs("intermediate_size", "ffn", theirs.ffn, ours.ffn);
+  differs("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
+  differs("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
+  differs("rms_norm_eps", "norm_eps", theirs.norm_eps, ours.norm_eps);
+}
+
+}  // namespace
+
 std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path) {
   std::map<std::string, at::Tensor> weights;
+  const bool directory = is_hugging_face_directory(path);
   try {
-    for (checkpoint::NamedTensor& t : checkpoint::read_safetensors(path))
-      weights[t.name] = std::move(t.tensor);
+    if (directory) {
+      check_same_model(config, path);
+      weights = read_hugging_face_weights(path);
+    } else {
+      for (checkpoint::NamedTensor& t : checkpoint::read_safetensors(path))
+        weights[t.name] = std::move(t.tensor);
+    }
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    throw std::invalid_argument(what.rfind("model.init_from", 0) == 0 ? what : "model.init_from: " + what);
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("model.init_from: ") + e.what());
   }
-  for (const ParamSpec& spec : param_specs(config)) {
+  const std::vector<ParamSpec> specs = param_specs(config);
+  for (const ParamSpec& spec : specs) {
     auto it = weights.find(spec.name);
     if (it == weights.end())
       throw std::invalid_argument("model.init_from: " + path + " has no " + spec.name +
-                                  "; export the weights of this model (atoll ckpt export)");
+                                  (directory ? "; save the whole model (save_pretrained)"
+                                             : "; export the weights of this model (atoll ckpt export)"));
     if (it->second.sizes().vec() != spec.canonical_shape)
       throw std::invalid_argument("model.init_from: " + spec.name + " in " + path +
                                   " has another shape than this model's; check the model section");
+  }
+  for (const auto& [name, tensor] : weights) {
+    const bool known =
+        std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == name; });
+    if (!known)
+      throw std::invalid_argument("model.init_from: " + path + " holds " + name +
+                                  ", which this model does not have; check the model section (e.g. "
+                                  "model.tie_embeddings)");
   }
   return weights;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -108,6 +109,14 @@ class LlamaModel {
   at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
 };
 
+// The pieces of the decoder both the training model and the cached decoder (inference/) use:
+// RMSNorm with statistics in fp32, Hugging Face's RoPE tables (cos, sin: [seq, head_dim], computed
+// in double, then cast) and their application in the rotate-half convention.
+at::Tensor rms_normalize(const at::Tensor& x, const at::Tensor& weight, double eps);
+std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& config, at::ScalarType dtype,
+                                              c10::Device device);
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
 // The layer a canonical parameter name belongs to: N for "model.layers.N.*", 0 for the embedding,
 // layers - 1 for the final norm and the head (Streaming DiLoCo's fragments are strided layers).
 int layer_of(const std::string& name, int layers);
@@ -124,8 +133,10 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
                            int tp_size = 1, int tp_rank = 0);
 
 // model.init_from: reads a safetensors file of canonical weights (atoll ckpt export, or Hugging
-// Face names and shapes in fp32/bf16/fp16) and checks that it holds every parameter of `config`
-// with its canonical shape; std::invalid_argument naming the file and the first problem.
+// Face names and shapes in fp32/bf16/fp16) or a Hugging Face Llama directory (save_pretrained:
+// config.json and model.safetensors or sharded with model.safetensors.index.json, whose config must
+// describe this model), and checks that it holds exactly the parameters of `config` with their
+// canonical shapes; std::invalid_argument, one line naming the file and the first problem.
 std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path);
 // Copies each parameter this rank holds from `weights` (its tensor-parallel slice, padded vocabulary).
 void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,

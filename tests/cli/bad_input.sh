@@ -267,7 +267,7 @@ expect_cli_error ckpt_inspect_missing 1 "checkpoint: $work/none/manifest.pb is m
   ckpt inspect "$work/none"
 expect_cli_error ckpt_inspect_torn 1 "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" \
   ckpt inspect "$work/torn"
-expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out FILE.safetensors." \
+expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out OUT_DIR\|FILE.safetensors." \
   ckpt export "$committed/checkpoints"
 mkdir -p "$work/not-a-run"
 expect_cli_error report_missing_dir 1 "report: run directory $work/none does not exist; pass the run.dir of the run's config" \

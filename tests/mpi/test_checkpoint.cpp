@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/export.h"
+#include "runtime/inference/trained_model.h"
 #include "tests/parity_harness.h"
 
 namespace {
@@ -79,7 +79,7 @@ TEST_P(CheckpointMode, ResumeIsBitwise) {
     run_steps(first, half);
     first.save_checkpoint();
     run_steps(first, 2);  // the state moves on; the checkpoint must hold step `half`
-  }                       // exit: waits for the commit
+  }  // exit: waits for the commit
   config.checkpoint.resume = "auto";
   Trainer resumed(config, world(), nullptr);
   ASSERT_EQ(resumed.step(), half);
@@ -203,8 +203,9 @@ TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
 
 namespace {
 
-// Export round trip: a checkpoint exported to one consolidated safetensors file and read back with
-// model.init_from gives bitwise the parameters of the trained model, in any layout.
+// Export round trip: a checkpoint exported to a Hugging Face directory (model.safetensors,
+// config.json) and read back with model.init_from gives bitwise the parameters of the trained
+// model, in any layout.
 TEST_F(Checkpoint, ExportedWeightsStartANewRun) {
   Config config = resume_layout(world(), "ckpt-export");
   config.train.steps = 3;
@@ -212,13 +213,14 @@ TEST_F(Checkpoint, ExportedWeightsStartANewRun) {
   run_steps(trained, config.train.steps);
   const std::string dir = trained.save_checkpoint();
   const std::map<std::string, at::Tensor> expected = atl::test::on_host(trained.full_parameters());
-  const std::string file = config.run.dir + "/export/model.safetensors";
-  if (world().rank() == 0) atl::checkpoint::export_consolidated(dir, file);
+  const std::string exported = config.run.dir + "/export";
+  if (world().rank() == 0) atl::runtime::export_hugging_face(dir, exported);
   world().barrier();
-  EXPECT_TRUE(fs::exists(config.run.dir + "/export/config.json"));
+  EXPECT_TRUE(fs::exists(exported + "/config.json"));
+  EXPECT_TRUE(fs::exists(exported + "/model.safetensors"));
 
   Config fresh = config;
-  fresh.model.init_from = file;
+  fresh.model.init_from = exported;
   fresh.checkpoint.resume = "none";
   fresh.run.dir += "-fresh";
   Trainer started(fresh, world(), nullptr);

@@ -15,7 +15,7 @@
 #include <map>
 #include <regex>
 
-#include "checkpoint/export.h"
+#include "checkpoint/consolidated.h"
 #include "optim/outer/island_exchange.h"
 #include "optim/outer/outer_optimizer.h"
 #include "tests/parity_harness.h"

@@ -3,7 +3,7 @@
 // from there gives back every tensor (parameters and both AdamW moments) bit for bit; training then
 // goes on with the losses of the original layout (within 1e-4 over 5 steps).
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/export.h"
+#include "checkpoint/consolidated.h"
 #include "tests/parity_harness.h"
 
 namespace {

@@ -315,7 +315,7 @@ train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequen
             on_nonfinite: skip }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
-data:     { train: "~", val: "true" }
+data:     { train: "~", val: "true", tokenizer: "no" }
 checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }
 outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
             mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4, topk: 8, max_pseudo_grad_norm: 12.5,
@@ -391,6 +391,7 @@ TEST(ConfigOutput, SavedYamlRoundTripsEveryField) {
   EXPECT_EQ(back.run.dir, "runs/a b: ~#x 'q' \"d\"");
   EXPECT_EQ(back.data.train, "~");
   EXPECT_EQ(back.data.val, "true");
+  EXPECT_EQ(back.data.tokenizer, "no");
   EXPECT_DOUBLE_EQ(back.optim.lr, 1.5e-4);
   EXPECT_DOUBLE_EQ(back.optim.beta2, 0.99);
   EXPECT_DOUBLE_EQ(back.model.rope_theta, 500000.0);

@@ -20,7 +20,7 @@
 
 namespace fs = std::filesystem;
 using atl::runtime::batch_slice;
-using atl::runtime::prepare_byte_shards;
+using atl::runtime::prepare_shards;
 using atl::runtime::PrepareOptions;
 using atl::runtime::SampleOrder;
 using atl::runtime::TokenShard;
@@ -196,10 +196,20 @@ TEST(BatchSlice, RanksAndMicrobatchesTileEachGlobalBatch) {
   EXPECT_THROW(batch_slice(0, 8, 0, 2, 2, 2), std::out_of_range);
 }
 
+namespace {
+PrepareOptions options_for(std::vector<std::string> inputs, std::string out, double val_fraction) {
+  PrepareOptions options;
+  options.inputs = std::move(inputs);
+  options.out_dir = std::move(out);
+  options.val_fraction = val_fraction;
+  return options;
+}
+}  // namespace
+
 TEST_F(PrepareByteShards, SplitsTheConcatenatedBytesIntoTrainAndVal) {
   const std::string a = write_file("a.txt", "hello world");
   const std::string b = write_file("b.txt", "\xC3\xA9t\xC3\xA9!");  // UTF-8 bytes stay bytes
-  const auto result = prepare_byte_shards(PrepareOptions{{a, b}, path("out/nested"), 0.25});
+  const auto result = prepare_shards(options_for({a, b}, path("out/nested"), 0.25));
   // "hello world" + "\n" + 6 bytes = 18 bytes; floor(18 * 0.25) = 4 go to val.
   EXPECT_EQ(result.train_tokens, 14);
   EXPECT_EQ(result.val_tokens, 4);
@@ -215,7 +225,7 @@ TEST_F(PrepareByteShards, SplitsTheConcatenatedBytesIntoTrainAndVal) {
 TEST_F(PrepareByteShards, RejectsBadInputWithOneLine) {
   const std::string text = write_file("text.txt", "some text to split");
   auto prepare_error = [&](std::vector<std::string> inputs, double fraction) {
-    return error_of([&] { prepare_byte_shards(PrepareOptions{inputs, path("out"), fraction}); });
+    return error_of([&] { prepare_shards(options_for(inputs, path("out"), fraction)); });
   };
   expect_contains(prepare_error({text, path("nope.txt")}, 0.1),
                   {"input " + path("nope.txt") + " does not exist"});

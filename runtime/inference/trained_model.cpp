@@ -1,0 +1,119 @@
+#include "runtime/inference/trained_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/consolidated.h"
+#include "runtime/model/hugging_face.h"
+#include "runtime/model/llama.h"
+#include "runtime/model/model_description.h"
+
+namespace atl::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+TrainedModel from_checkpoint(const std::string& dir) {
+  const checkpoint::proto::Manifest manifest = checkpoint::read_manifest(dir);
+  TrainedModel model;
+  model.config = model_from_description(manifest.model_config());
+  // Islands: phi, the parameters the islands agree on, when the checkpoint has an outer optimizer.
+  const bool has_outer = std::any_of(manifest.tensors().begin(), manifest.tensors().end(), [](const auto& t) {
+    return t.role() == checkpoint::proto::OUTER_PARAM;
+  });
+  model.weights =
+      checkpoint::consolidated(dir, has_outer ? checkpoint::proto::OUTER_PARAM : checkpoint::proto::PARAM);
+  model.tokenizer = tokenizer_from_serialized(manifest.tokenizer());
+  model.source = "checkpoint " + dir + " (step " + std::to_string(manifest.step()) + ")";
+  return model;
+}
+
+TrainedModel from_hugging_face(const std::string& dir) {
+  TrainedModel model;
+  model.config = read_hugging_face_config(dir);
+  model.weights = read_initial_weights(model.config, dir);
+  for (auto& [name, tensor] : model.weights) tensor = tensor.to(at::kFloat);
+  const fs::path sentencepiece = fs::path(dir) / "tokenizer.model";
+  if (fs::exists(sentencepiece)) {
+    std::ifstream in(sentencepiece, std::ios::binary);
+    model.tokenizer =
+        tokenizer_from_serialized({std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()});
+  } else {
+    model.tokenizer = byte_tokenizer();
+  }
+  if (model.tokenizer->vocab_size() > model.config.vocab)
+    throw std::invalid_argument(
+        dir + ": the tokenizer has " + std::to_string(model.tokenizer->vocab_size()) +
+        " pieces but the model's vocab_size is " + std::to_string(model.config.vocab) +
+        (fs::exists(sentencepiece) ? "; put the model's own tokenizer.model beside it"
+                                   : "; a directory without tokenizer.model is byte-level "
+                                     "(vocab_size >= 256)"));
+  model.source = "Hugging Face directory " + dir;
+  return model;
+}
+
+// tokenizer_config.json for transformers' LlamaTokenizer over an `atoll tokenizer train` model: no
+// bos/eos added and no space in front (the model adds none), so ids equal SentencePiece's.
+std::string tokenizer_config_json(int max_length) {
+  const nlohmann::ordered_json config = {{"tokenizer_class", "LlamaTokenizer"},
+                                         {"add_bos_token", false},
+                                         {"add_eos_token", false},
+                                         {"add_prefix_space", false},
+                                         {"legacy", false},
+                                         {"bos_token", "<s>"},
+                                         {"eos_token", "</s>"},
+                                         {"unk_token", "<unk>"},
+                                         {"model_max_length", max_length}};
+  return config.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string checkpoint_in(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "manifest.pb")) return dir;
+  std::ifstream latest(fs::path(dir) / "LATEST");
+  std::string named;
+  if (latest >> named) return (fs::path(dir) / named).string();
+  return dir;
+}
+
+TrainedModel load_trained_model(const std::string& path) {
+  if (!fs::is_directory(path))
+    throw std::invalid_argument(path +
+                                " is not a directory; pass a checkpoint (run/checkpoints or its step-N) "
+                                "or a Hugging Face model directory");
+  if (is_hugging_face_directory(path)) return from_hugging_face(path);
+  const std::string checkpoint = checkpoint_in(path);
+  if (!fs::exists(fs::path(checkpoint) / "manifest.pb"))
+    throw std::invalid_argument(path +
+                                " holds neither a checkpoint (manifest.pb or LATEST) nor a Hugging Face "
+                                "model (config.json); pass run/checkpoints, a step-N in it, or an export");
+  return from_checkpoint(checkpoint);
+}
+
+int export_hugging_face(const std::string& checkpoint, const std::string& out) {
+  const TrainedModel model = from_checkpoint(checkpoint_in(checkpoint));
+  std::vector<checkpoint::NamedTensor> tensors;  // sorted by name, as the map is
+  for (const auto& [name, tensor] : model.weights) tensors.push_back({name, tensor});
+  const int bos = model.tokenizer->bos_id(), eos = model.tokenizer->eos_id();
+  if (fs::path(out).extension() == ".safetensors") {
+    const fs::path file(out);
+    if (file.has_parent_path()) fs::create_directories(file.parent_path());
+    checkpoint::write_safetensors(file.string(), tensors);
+    std::ofstream(file.parent_path() / "config.json") << hugging_face_config_json(model.config, bos, eos);
+    return static_cast<int>(tensors.size());
+  }
+  write_hugging_face_directory(out, model.config, tensors, bos, eos);
+  const std::string sentencepiece = model.tokenizer->serialized();
+  if (!sentencepiece.empty()) {
+    std::ofstream(fs::path(out) / "tokenizer.model", std::ios::binary) << sentencepiece;
+    std::ofstream(fs::path(out) / "tokenizer_config.json") << tokenizer_config_json(model.config.seq);
+  }
+  return static_cast<int>(tensors.size());
+}
+
+}  // namespace atl::runtime

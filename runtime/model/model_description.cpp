@@ -1,0 +1,60 @@
+#include "runtime/model/model_description.h"
+
+#include <charconv>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace atl::runtime {
+namespace {
+
+// Round-trip exact, and short: 1e-05, not 1.0000000000000001e-05.
+std::string shortest(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+}  // namespace
+
+std::string describe_model(const ModelConfig& m) {
+  return "vocab=" + std::to_string(m.vocab) + " dim=" + std::to_string(m.dim) +
+         " layers=" + std::to_string(m.layers) + " heads=" + std::to_string(m.heads) +
+         " kv_heads=" + std::to_string(m.kv_heads) + " ffn=" + std::to_string(m.ffn) +
+         " seq=" + std::to_string(m.seq) + " tie_embeddings=" + (m.tie_embeddings ? "true" : "false") +
+         " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps);
+}
+
+ModelConfig model_from_description(const std::string& description) {
+  std::map<std::string, std::string> fields;
+  std::istringstream in(description);
+  for (std::string pair; in >> pair;) {
+    const size_t eq = pair.find('=');
+    if (eq != std::string::npos) fields[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  const auto field = [&](const std::string& key) {
+    auto it = fields.find(key);
+    if (it == fields.end())
+      throw std::invalid_argument("the model description {" + description + "} lacks " + key);
+    return it->second;
+  };
+  const auto parsed = [&](const std::string& key, auto& out) {
+    const std::string text = field(key);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (error != std::errc() || end != text.data() + text.size())
+      throw std::invalid_argument("the model description's " + key + "=" + text + " is not a number");
+  };
+  ModelConfig m;
+  parsed("vocab", m.vocab);
+  parsed("dim", m.dim);
+  parsed("layers", m.layers);
+  parsed("heads", m.heads);
+  parsed("kv_heads", m.kv_heads);
+  parsed("ffn", m.ffn);
+  parsed("seq", m.seq);
+  parsed("rope_theta", m.rope_theta);
+  parsed("norm_eps", m.norm_eps);
+  m.tie_embeddings = field("tie_embeddings") == "true";
+  return m;
+}
+
+}  // namespace atl::runtime

@@ -1,0 +1,18 @@
+// The model section as one line of key=value pairs ("vocab=256 dim=64 ... norm_eps=1e-05"): what a
+// checkpoint's manifest records, so a checkpoint loads only into the model it was saved for, and
+// what `atoll eval` / `atoll sample` rebuild the model from without the run's config.
+#pragma once
+
+#include <string>
+
+#include "runtime/config/config.h"
+
+namespace atl::runtime {
+
+// Every architecture field of `model` (not init_std or init_from, which do not change the model).
+std::string describe_model(const ModelConfig& model);
+
+// The inverse of describe_model; std::invalid_argument naming the missing or malformed field.
+ModelConfig model_from_description(const std::string& description);
+
+}  // namespace atl::runtime

@@ -1,0 +1,52 @@
+#include "runtime/tokenizer/tokenizer.h"
+
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+#include "runtime/tokenizer/sentencepiece_tokenizer.h"
+
+namespace atl::runtime {
+namespace {
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  int vocab_size() const override { return 256; }
+  std::vector<uint32_t> encode(const std::string& text) const override {
+    return std::vector<uint32_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                                 reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+  }
+  std::string decode(const std::vector<uint32_t>& ids) const override {
+    std::string text;
+    for (uint32_t id : ids)
+      if (id < 256) text.push_back(static_cast<char>(id));
+    return text;
+  }
+  int byte_length(uint32_t) const override { return 1; }
+  std::string description() const override { return kByteTokenizer; }
+  std::string serialized() const override { return ""; }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> byte_tokenizer() {
+  return std::make_unique<ByteTokenizer>();
+}
+
+std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serialized) {
+  if (serialized.empty()) return byte_tokenizer();
+  return std::make_unique<SentencePieceTokenizer>(serialized, "the checkpoint's tokenizer");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
+  if (spec == kByteTokenizer) return byte_tokenizer();
+  std::ifstream in(spec, std::ios::binary);
+  if (!in)
+    throw std::invalid_argument(
+        "data.tokenizer: " + spec +
+        " cannot be read; pass a SentencePiece model (atoll tokenizer train) or bytes");
+  const std::string serialized{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return std::make_unique<SentencePieceTokenizer>(serialized, spec);
+}
+
+}  // namespace atl::runtime

@@ -1,0 +1,41 @@
+// Text <-> token ids: the byte-level tokenizer (token = byte value, vocab 256) or a SentencePiece
+// model (subwords with byte fallback, Llama-style, `atoll tokenizer train`). A checkpoint carries
+// the model it was trained with (its serialized form), so sampling and export need nothing else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace atl::runtime {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual int vocab_size() const = 0;
+  virtual std::vector<uint32_t> encode(const std::string& text) const = 0;
+  // Invalid ids (>= vocab_size) decode to nothing.
+  virtual std::string decode(const std::vector<uint32_t>& ids) const = 0;
+  // Bytes of text token `id` stands for (bits per byte: a loss in nats per token over bytes);
+  // control tokens (bos, eos) stand for none.
+  virtual int byte_length(uint32_t id) const = 0;
+  // "bytes" or "sentencepiece (vocab N)".
+  virtual std::string description() const = 0;
+  // The model as bytes, for the checkpoint's manifest; empty for the byte-level tokenizer.
+  virtual std::string serialized() const = 0;
+  virtual int bos_id() const { return -1; }  // -1: none
+  virtual int eos_id() const { return -1; }
+};
+
+// The byte-level tokenizer.
+std::unique_ptr<Tokenizer> byte_tokenizer();
+// The tokenizer of a serialized SentencePiece model, or the byte-level one for "".
+// std::invalid_argument if the bytes are not a SentencePiece model.
+std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serialized);
+// data.tokenizer's value: "bytes", or the path of a SentencePiece .model file. std::invalid_argument
+// naming the file for a missing or malformed model.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
+constexpr const char* kByteTokenizer = "bytes";
+
+}  // namespace atl::runtime
