@@ -2,6 +2,7 @@
 // text generated with a KV cache from a checkpoint (any layout, loaded into this one process) or a
 // Hugging Face directory, decoded with the model's own tokenizer (bytes or SentencePiece pieces).
 #include <iostream>
+#include <string_view>
 
 #include "launcher/commands.h"
 #include "runtime/inference/sampling.h"
@@ -49,17 +50,26 @@ int sample_command(const Args& args) {
   runtime::CachedDecoder decoder(trained);
   std::vector<uint32_t> generated;
   std::string printed;  // decoded so far: pieces decode in context, so print what the whole adds
+  // Prints what the decoding of every generated token adds. A subword decoding that ends in U+FFFD
+  // (a character whose byte-fallback pieces have not all come) waits for the rest, unless `last`.
+  const auto show = [&](bool last) {
+    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+    const std::string text = tokenizer.decode(generated);
+    const bool partial =
+        text.size() >= kReplacement.size() &&
+        text.compare(text.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0;
+    if ((last || !partial) && text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+      std::cout << text.substr(printed.size()) << std::flush;
+      printed = text;
+    }
+  };
   if (!ids) std::cout << prompt << std::flush;
   const std::vector<int64_t> tokens = runtime::generate(
       decoder, std::vector<int64_t>(encoded.begin(), encoded.end()), options, [&](int64_t token) {
         generated.push_back(static_cast<uint32_t>(token));
-        if (ids) return;
-        const std::string text = tokenizer.decode(generated);
-        if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-          std::cout << text.substr(printed.size()) << std::flush;
-          printed = text;
-        }
+        if (!ids) show(false);
       });
+  if (!ids) show(true);
   if (ids)
     for (size_t i = 0; i < tokens.size(); ++i) std::cout << (i ? " " : "") << tokens[i];
   std::cout << "\n";

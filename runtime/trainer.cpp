@@ -27,6 +27,7 @@
 #include "runtime/step_costs.h"
 #include "runtime/test_hooks.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/training_sample.h"
 
 namespace atl::runtime {
 
@@ -45,6 +46,7 @@ struct Trainer::State {
   std::unique_ptr<RunLog> log;  // rank 0's console, metrics.jsonl and TensorBoard
   TrainingData data;
   std::map<std::string, at::Tensor> initial_weights;  // model.init_from, read in the local checks
+  std::unique_ptr<Tokenizer> tokenizer;               // data.tokenizer: train.sample_every decodes with it
   DeviceChoice device;                                // run.device as chosen in the local checks
   ParallelLayout layout;
   std::unique_ptr<TrainerCheckpoints> checkpoints;
@@ -181,14 +183,21 @@ void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Pr
       datasheet ? formatted("%.0f TFLOP/s", *datasheet / 1e12).c_str() : "unknown for this GPU"));
 }
 
-// data.tokenizer loads and, for a subword model, has model.vocab pieces (the shards' ids are its).
-void check_tokenizer(const Config& config) {
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
+// data.tokenizer, checked: a subword model has model.vocab pieces (the shards' ids are its), and
+// train.sample_prompt fits in model.seq.
+std::unique_ptr<Tokenizer> checked_tokenizer(const Config& config) {
+  std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
   if (config.data.tokenizer != kByteTokenizer && tokenizer->vocab_size() != config.model.vocab)
     throw ConfigError({"data.tokenizer: " + config.data.tokenizer + " has " +
                        std::to_string(tokenizer->vocab_size()) + " pieces but model.vocab is " +
                        std::to_string(config.model.vocab) +
                        "; set model.vocab: " + std::to_string(tokenizer->vocab_size())});
+  const size_t prompt = tokenizer->encode(config.train.sample_prompt).size();
+  if (config.train.sample_every > 0 && (prompt == 0 || prompt > static_cast<size_t>(config.model.seq)))
+    throw ConfigError({"train.sample_prompt: '" + config.train.sample_prompt + "' is " +
+                       std::to_string(prompt) +
+                       " tokens; give it 1 to model.seq = " + std::to_string(config.model.seq)});
+  return tokenizer;
 }
 
 }  // namespace
@@ -207,7 +216,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     const std::vector<std::string> problems = validate_layout(config, world.size());
     if (!problems.empty()) throw ConfigError(problems);
     s.hooks = TestHooks::parse(environment);
-    check_tokenizer(config);
+    s.tokenizer = checked_tokenizer(config);
     s.data = open_training_data(config.data.train, config.data.val, config.model.seq, config.model.vocab,
                                 static_cast<uint64_t>(config.run.seed), config.train.eval_every,
                                 config.train.eval_sequences);
@@ -474,6 +483,12 @@ void Trainer::run() {
             s.layout.rounds ? std::vector<double>{} : comm::all_gather_value(s.mesh().island(), val_loss),
             evaluate_outer()};
       s.log->validation(m.step, val_loss, islands);
+    }
+    if (due(m.step, c.train.sample_every)) {
+      const auto weights =
+          gather_canonical_weights(c, s.mesh(), *s.layout.params, full_parameters(), *s.control);
+      if (s.mesh().rank() == 0)
+        s.log->sample(m.step, c.train.sample_prompt, sample_text(c, weights, *s.tokenizer, m.step));
     }
     if (const int signal = s.preemption.agreed_signal(*s.control)) {
       // Preempted: this step is done; commit it synchronously and leave.

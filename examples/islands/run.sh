@@ -14,7 +14,7 @@
 # second model size (0.27M parameters, one seed) for sync, diloco and sparseloco, to see how the
 # gap moves with size. Tables: runs/islands-quality/{small,large}/quality.md (quality.py).
 # About 30 minutes on 2 cores. Usage: bash examples/islands/run.sh [--set key=value]...
-source "$(dirname "$0")/setup.sh"
+source "$(dirname "$0")/../setup.sh"
 out=runs/islands-quality
 extra=("$@")
 

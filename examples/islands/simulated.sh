@@ -5,7 +5,7 @@
 # loss, bytes between islands, wall-clock) and a plot. examples/islands/links.sh runs the same methods
 # as island jobs on real shaped links.
 # Usage: bash examples/islands/simulated.sh [--set key=value]...   (applied to every method)
-source "$(dirname "$0")/setup.sh"
+source "$(dirname "$0")/../setup.sh"
 out=runs/islands-simulated
 mkdir -p "$out"
 

@@ -6,7 +6,7 @@
 # NoLoCo around its defaults; synchronous training as the baseline. Then the table
 # (examples/islands/quality.py --sweep). About 30 minutes on 2 cores.
 # Usage: bash examples/islands/sweep.sh [--set key=value]...   (applied to every run)
-source "$(dirname "$0")/setup.sh"
+source "$(dirname "$0")/../setup.sh"
 out=runs/islands-sweep
 mkdir -p "$out"
 extra=("$@")

@@ -147,6 +147,11 @@ struct TrainConfig {
   int log_every = 10;
   int eval_every = 50;  // 0: never
   int eval_sequences = 32;
+  // Every sample_every steps (0: never) rank 0 prints sample_tokens tokens the model writes after
+  // sample_prompt (temperature 1, top-k 40, seeded by run.seed and the step), as llm.c does.
+  int sample_every = 0;
+  std::string sample_prompt = "The ";
+  int sample_tokens = 64;
   // bf16: bf16 parameters and activations for compute, with fp32 gradients, master weights and
   // optimizer state (mixed precision).
   Precision precision = Precision::kFp32;

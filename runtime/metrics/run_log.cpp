@@ -153,6 +153,15 @@ void RunLog::validation(int64_t step, double val_loss, const std::optional<Islan
   line(validation_line(step, config_.train.steps, val_loss, islands));
 }
 
+void RunLog::sample(int64_t step, const std::string& prompt, const std::string& text) {
+  metrics_->write(JsonRecord()
+                      .add("event", std::string("sample"))
+                      .add("step", step)
+                      .add("prompt", prompt)
+                      .add("text", text));
+  line("step " + std::to_string(step) + " | sample:\n" + prompt + text + "\n---");
+}
+
 void RunLog::preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir) {
   metrics_->write(JsonRecord()
                       .add("event", std::string("preempted"))

@@ -47,6 +47,8 @@ class RunLog {
   void validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands);
   // `signal` ended the run at `step` (`signal_text`: its name) after `dir` was committed.
   void preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir);
+  // train.sample_every: the prompt and what the model wrote after it (metrics.jsonl event "sample").
+  void sample(int64_t step, const std::string& prompt, const std::string& text);
 
  private:
   void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);

@@ -195,6 +195,18 @@ else
 fi
 expect_error init_from_other_model "model.init_from: .*model.safetensors has no model.layers.1.input_layernorm.weight" 2 train \
   "$work/tiny.yaml" --set model.init_from="$work/export/model.safetensors" --set model.layers=3
+# The same checkpoint exported as a Hugging Face directory: its config.json must describe the model.
+"$atoll" ckpt export "$work/ckpt/checkpoints" --out "$work/export-dir" >/dev/null 2>&1
+expect_error init_from_other_config "model.init_from: .*export-dir/config.json has hidden_size 32 but model.dim is 48; set model.dim: 32" \
+  2 train "$work/tiny.yaml" --set model.init_from="$work/export-dir" --set model.dim=48
+expect_error tokenizer_missing "data.tokenizer: $work/none.model cannot be read; pass a SentencePiece model" 2 train \
+  "$work/tiny.yaml" --set data.tokenizer="$work/none.model"
+expect_error sample_prompt_long "train.sample_prompt: 'xxxxxxxxxxxxxxxxxxxx' is 20 tokens; give it 1 to model.seq = 16" 2 train \
+  "$work/tiny.yaml" --set train.sample_every=2 --set train.sample_prompt=xxxxxxxxxxxxxxxxxxxx
+expect_cli_error sample_prompt_long_cli 2 "--prompt is 20 tokens, longer than model.seq = 16; shorten it" \
+  sample "$work/export-dir" --prompt xxxxxxxxxxxxxxxxxxxx
+expect_cli_error eval_not_a_model 2 "$work/data holds neither a checkpoint .manifest.pb or LATEST. nor a Hugging Face model" \
+  eval "$work/data" --data "$work/data/val.bin"
 
 expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
 expect_error other_model "holds the model \{vocab=256 dim=32 .*\} but the config has \{vocab=256 dim=48" 2 train "$work/tiny.yaml" \

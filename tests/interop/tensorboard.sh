@@ -14,7 +14,7 @@ cat >"$work/tb.yaml" <<YAML
 run:        { dir: $work/run, seed: 7, threads: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel:   { islands: 2, dp: 1 }
-train:      { steps: 30, global_batch: 4, log_every: 5, eval_every: 10, eval_sequences: 4 }
+train:      { steps: 30, global_batch: 4, log_every: 5, eval_every: 10, eval_sequences: 4, sample_every: 15 }
 optim:      { lr: 1.0e-3, min_lr: 1.0e-4, warmup: 5 }
 data:       { train: $work/data/train.bin, val: $work/data/val.bin }
 checkpoint: { every: 15 }

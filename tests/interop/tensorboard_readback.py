@@ -62,6 +62,8 @@ NOT_IN_TENSORBOARD = {
     "island": "island event",
     "pseudo_grad_norm": "island_left_out event",
     "signal": "preempted event",
+    "prompt": "sample event (train.sample_every): text",
+    "text": "sample event (train.sample_every): text",
     "attempt": "restart event",
     "failed_rank": "restart event",
 }

@@ -48,13 +48,13 @@ def mpirun(np_, *cmd):
                 "-x", "OMP_NUM_THREADS=1", *cmd])
 
 
-def config(name, model, parallel, steps=20, data=None):
+def config(name, model, parallel, steps=20, data=None, train=""):
     path = f"{work}/{name}.yaml"
     with open(path, "w") as f:
         f.write(f"""run:        {{ dir: {work}/{name}, seed: 5, threads: 1 }}
 model:      {{ {model} }}
 parallel:   {{ {parallel} }}
-train:      {{ steps: {steps}, global_batch: 4, log_every: 1, eval_every: 0 }}
+train:      {{ steps: {steps}, global_batch: 4, log_every: 1, eval_every: 0{train} }}
 optim:      {{ lr: 3.0e-3, min_lr: 3.0e-4, warmup: 2 }}
 data:       {{ {data or f"train: {work}/data/train.bin, val: {work}/data/val.bin"} }}
 checkpoint: {{ every: {steps} }}
@@ -94,11 +94,21 @@ def atoll_logits(model_dir, ids):
 
 
 def export_and_compare(name, model_fields, parallel, ranks):
-    r = mpirun(ranks, args.atoll, "train", config(name, model_fields, parallel))
+    # train.sample_every at the last step: the text rank 0 prints from the sharded model must be what
+    # `atoll sample` writes from the checkpoint of that step with the same settings.
+    sampling = ", sample_every: 20, sample_prompt: 'the ', sample_tokens: 24"
+    r = mpirun(ranks, args.atoll, "train", config(name, model_fields, parallel, train=sampling))
     check(r.returncode == 0, f"{name}: trains ({parallel})", r.stderr[-300:] if r.returncode else "")
     exported = f"{work}/{name}-hf"
     r = run([args.atoll, "ckpt", "export", f"{work}/{name}/checkpoints", "--out", exported])
     check(r.returncode == 0, f"{name}: atoll ckpt export", r.stderr[-300:])
+    records = [json.loads(line) for line in open(f"{work}/{name}/metrics.jsonl")]
+    printed = [r["text"] for r in records if r.get("event") == "sample" and r["step"] == 20]
+    r = run([args.atoll, "sample", f"{work}/{name}/checkpoints", "--prompt", "the ", "--temperature", "1", "--top-k",
+             "40", "--seed", str(5 + 20), "--max-tokens", "24"])
+    check(len(printed) == 1 and r.stdout == "the " + printed[0] + "\n",
+          f"{name}: train.sample_every's text ({parallel}) is atoll sample's from the step's checkpoint",
+          f"{printed} vs {r.stdout!r}")
     model, bad_keys, warnings = load_exported(exported)
     check(not bad_keys and not warnings, f"{name}: from_pretrained without missing/unexpected keys",
           f"{bad_keys} {warnings}")
