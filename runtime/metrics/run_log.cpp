@@ -159,7 +159,9 @@ void RunLog::sample(int64_t step, const std::string& prompt, const std::string& 
                       .add("step", step)
                       .add("prompt", prompt)
                       .add("text", text));
-  line("step " + std::to_string(step) + " | sample:\n" + prompt + text + "\n---");
+  line(formatted("step %5lld/%lld | sample:\n", static_cast<long long>(step),
+                 static_cast<long long>(config_.train.steps)) +
+       prompt + text + "\n---");
 }
 
 void RunLog::preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir) {
