@@ -18,6 +18,7 @@
 #include "checkpoint/crc32c.h"
 #include "checkpoint/remove_tree.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/shard_header.h"
 #include "comm/mpi_check.h"
 
 namespace atl::checkpoint {
@@ -78,13 +79,14 @@ void broadcast_outcome(const comm::MpiCommunicator& comm, std::string& error) {
   MPI_CHECK(MPI_Bcast(error.data(), length, MPI_CHAR, 0, comm.handle()));
 }
 
-std::string chunk_key(const Piece& piece, const Box& box) {
-  std::string key = piece.name + ":" + role_name(piece.role) + ":" + std::to_string(piece.island);
-  for (int64_t o : box.offsets) key += ":" + std::to_string(o);
+}  // namespace
+
+std::string chunk_key(const std::string& name, proto::Role role, int island,
+                      const std::vector<int64_t>& offsets) {
+  std::string key = name + ":" + role_name(role) + ":" + std::to_string(island);
+  for (int64_t o : offsets) key += ":" + std::to_string(o);
   return key;
 }
-
-}  // namespace
 
 const char* role_name(proto::Role role) {
   switch (role) {
@@ -149,11 +151,17 @@ proto::Manifest CheckpointStore::write_shard(const std::string& partial,
   std::vector<std::pair<const Piece*, Box>> boxes;
   for (const Piece& piece : pieces) {
     for (const RunBox& rb : run_boxes(piece.piece, piece.global_shape, piece.begin, piece.end)) {
-      tensors.push_back({chunk_key(piece, rb.box), piece.data.narrow(0, rb.run_offset, rb.box.numel())});
+      tensors.push_back({chunk_key(piece.name, piece.role, piece.island, rb.box.offsets),
+                         piece.data.narrow(0, rb.run_offset, rb.box.numel())});
       boxes.emplace_back(&piece, rb.box);
     }
   }
-  const std::vector<WrittenTensor> written = write_safetensors((fs::path(partial) / file).string(), tensors);
+  const WrittenFile shard = write_safetensors((fs::path(partial) / file).string(), tensors);
+  proto::ShardHeader* header = mine.add_shard_headers();
+  header->set_file(file);
+  header->set_length(shard.header_length);
+  header->set_crc32c(shard.header_crc32c);
+  const std::vector<WrittenTensor>& written = shard.tensors;
   for (size_t i = 0; i < written.size(); ++i) {
     const Piece& piece = *boxes[i].first;
     proto::Tensor* t = mine.add_tensors();
@@ -231,6 +239,7 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
           }
           for (const proto::Chunk& c : t.chunks()) *merged->add_chunks() = c;
         }
+        for (const proto::ShardHeader& h : part.shard_headers()) *manifest.add_shard_headers() = h;
       }
       die_if_fault("manifest", info.step);
       write_file_synced((partial / kManifest).string(), manifest.SerializeAsString());
@@ -327,6 +336,7 @@ at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t,
 
 void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manifest,
                  const std::vector<Piece>& pieces) {
+  verify_shard_headers(checkpoint_dir, manifest);
   std::map<TensorKey, const proto::Tensor*> tensors;
   for (const proto::Tensor& t : manifest.tensors()) tensors[{t.name(), t.role(), t.island()}] = &t;
   std::map<std::pair<std::string, uint64_t>, at::Tensor> chunk_data;  // read once per load

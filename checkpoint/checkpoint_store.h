@@ -90,6 +90,9 @@ std::string agreed_error(const comm::MpiCommunicator& comm, const std::string& e
 
 // "param", "exp_avg", "exp_avg_sq".
 const char* role_name(proto::Role role);
+// The name a chunk is stored under in its shard's safetensors header: "NAME:ROLE:ISLAND:OFFSETS...".
+std::string chunk_key(const std::string& name, proto::Role role, int island,
+                      const std::vector<int64_t>& offsets);
 
 // Reads and parses DIR/manifest.pb; CheckpointError when missing or corrupt.
 proto::Manifest read_manifest(const std::string& checkpoint_dir);

@@ -7,10 +7,12 @@
 #include <map>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/shard_header.h"
 
 namespace atl::checkpoint {
 std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir, proto::Role role) {
   const proto::Manifest manifest = read_manifest(checkpoint_dir);
+  verify_shard_headers(checkpoint_dir, manifest);
   // The lowest island's copy: island 0's in a single world, the job's own for an island job.
   int island = std::numeric_limits<int>::max();
   for (const proto::Tensor& t : manifest.tensors())

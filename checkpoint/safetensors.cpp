@@ -48,8 +48,7 @@ std::string safetensors_dtype(at::ScalarType dtype) {
   }
 }
 
-std::vector<WrittenTensor> write_safetensors(const std::string& path,
-                                             const std::vector<NamedTensor>& tensors) {
+WrittenFile write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors) {
   nlohmann::ordered_json entries = nlohmann::ordered_json::object();
   uint64_t data_bytes = 0;
   for (const NamedTensor& t : tensors) {
@@ -65,19 +64,21 @@ std::vector<WrittenTensor> write_safetensors(const std::string& path,
 
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("checkpoint: cannot create " + path + ": " + std::strerror(errno));
-  std::vector<WrittenTensor> written;
+  WrittenFile written;
   try {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(header_size >> (8 * i));
     write_all(fd, length, 8, path);
     write_all(fd, header.data(), header.size(), path);
+    written.header_length = header_size;
+    written.header_crc32c = crc32c(header.data(), header.size(), crc32c(length, 8));
     uint64_t offset = 8 + header_size;
     for (const NamedTensor& t : tensors) {
       // A synchronous save hands the live state over: on a GPU its bytes come to the host first.
       const at::Tensor host = t.tensor.cpu();
       const size_t n = host.nbytes();
       write_all(fd, host.data_ptr(), n, path);
-      written.push_back({offset, n, crc32c(host.data_ptr(), n)});
+      written.tensors.push_back({offset, n, crc32c(host.data_ptr(), n)});
       offset += n;
     }
     if (::fsync(fd) != 0)

@@ -22,9 +22,16 @@ struct WrittenTensor {
   uint32_t crc32c;
 };
 
+// What a write put into the file: each tensor's bytes, and the header (its JSON's length and the
+// CRC-32C of the 8 length bytes and the JSON).
+struct WrittenFile {
+  std::vector<WrittenTensor> tensors;
+  uint64_t header_length = 0;
+  uint32_t header_crc32c = 0;
+};
+
 // Writes `tensors` to `path` and fsyncs it. Throws std::runtime_error naming the path on failure.
-std::vector<WrittenTensor> write_safetensors(const std::string& path,
-                                             const std::vector<NamedTensor>& tensors);
+WrittenFile write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors);
 
 // Safetensors' name for a dtype ("F32", "BF16", ...).
 std::string safetensors_dtype(at::ScalarType dtype);

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/shard_header.h"
 #include "launcher/commands.h"
 #include "runtime/inference/trained_model.h"
 #include "runtime/metrics/metrics.h"
@@ -57,11 +58,20 @@ int inspect(const std::string& dir_arg) {
                 t.chunks_size(), runtime::format_bytes(static_cast<double>(bytes)).c_str(),
                 problem.empty() ? "ok" : problem.c_str());
   }
-  std::printf("\n%d tensors, %llu chunks, %s: %s\n", m.tensors_size(),
-              static_cast<unsigned long long>(chunks),
-              runtime::format_bytes(static_cast<double>(total)).c_str(),
-              bad == 0 ? "every checksum verified" : (std::to_string(bad) + " tensors damaged").c_str());
-  return bad == 0 ? 0 : 1;
+  std::string header_problem;
+  try {
+    checkpoint::verify_shard_headers(dir, m);
+  } catch (const checkpoint::CheckpointError& e) {
+    header_problem = e.what();
+    std::printf("\n%s\n", header_problem.c_str());
+  }
+  const std::string verdict = bad > 0                   ? std::to_string(bad) + " tensors damaged"
+                              : !header_problem.empty() ? "a shard header is damaged"
+                                                        : "every checksum verified";
+  std::printf("\n%d tensors, %llu chunks, %d shard headers, %s: %s\n", m.tensors_size(),
+              static_cast<unsigned long long>(chunks), m.shard_headers_size(),
+              runtime::format_bytes(static_cast<double>(total)).c_str(), verdict.c_str());
+  return bad == 0 && header_problem.empty() ? 0 : 1;
 }
 
 }  // namespace

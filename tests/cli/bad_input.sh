@@ -178,6 +178,18 @@ printf '\xff' | dd of="$shard" bs=1 seek=$(($(stat -c %s "$shard") - 100)) conv=
 expect_cli_error ckpt_inspect_corrupt 1 \
   "checkpoint: checksum mismatch in $work/damaged/rank-00000.safetensors for .* at byte [0-9]+: the file is corrupt" \
   ckpt inspect "$work/damaged"
+# A shard's safetensors header altered where the chunks' checksums cannot see it (the loader reads by
+# the manifest's offsets): the 8-byte length set to 2^60, and one dtype changed from F32 to F16.
+cp -r "$work/ckpt/checkpoints/step-9" "$work/header_length"
+printf '\x00\x00\x00\x00\x00\x00\x00\x10' | dd of="$work/header_length/rank-00000.safetensors" bs=1 conv=notrunc status=none
+expect_cli_error ckpt_inspect_header_length 1 \
+  "shard $work/header_length/rank-00000.safetensors: its header length is 1152921504606846976 bytes but the manifest recorded [0-9]+" \
+  ckpt inspect "$work/header_length"
+cp -r "$work/ckpt/checkpoints/step-9" "$work/header_dtype"
+python3 -c 'import sys; p = sys.argv[1]; b = open(p, "rb").read(); open(p, "wb").write(b.replace(b"\"F32\"", b"\"F16\"", 1))' \
+  "$work/header_dtype/rank-00000.safetensors"
+expect_cli_error ckpt_inspect_header_dtype 1 "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" \
+  ckpt inspect "$work/header_dtype"
 # A torn checkpoint: every shard written, the manifest (written last, the commit) missing.
 cp -r "$work/ckpt/checkpoints/step-9" "$work/torn"
 rm "$work/torn/manifest.pb"
@@ -245,6 +257,8 @@ expect_error resume_torn "checkpoint: $work/torn/manifest.pb is missing: the che
   "$work/tiny.yaml" --set checkpoint.resume="$work/torn"
 expect_error resume_corrupt "checkpoint: checksum mismatch in $work/damaged/rank-00000.safetensors .*the file is corrupt" 2 train \
   "$work/tiny.yaml" --set checkpoint.resume="$work/damaged"
+expect_error resume_header "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" 2 train \
+  "$work/tiny.yaml" --set checkpoint.resume="$work/header_dtype"
 
 # Commands that need no MPI: launcher arguments, plan, ckpt, report, data prepare. Launch cases name
 # the committed run directory too, so that a launch that got as far as starting ranks would meet it.

@@ -141,6 +141,29 @@ TEST_F(Checkpoint, FlippedByteIsDetected) {
                              "checksum mismatch in " + dir + "/step-4/rank-00000.safetensors");
 }
 
+// The safetensors header altered where no chunk checksum looks (the loader reads by the manifest's
+// offsets): one tensor's dtype F32 -> F16 in the JSON. Without the header's own checksum in the
+// manifest, this checkpoint loaded as if nothing had happened.
+TEST_F(Checkpoint, AlteredShardHeaderIsDetected) {
+  Config config = resume_layout(world(), "ckpt-header");
+  const std::string dir = two_checkpoints(world(), config);
+  damage(world(), [&] {
+    const std::string shard = dir + "/step-4/rank-00000.safetensors";
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    std::string head(4096, '\0');
+    f.read(head.data(), static_cast<std::streamsize>(head.size()));
+    const size_t at = head.find("\"F32\"");
+    ASSERT_NE(at, std::string::npos);
+    f.clear();
+    f.seekp(static_cast<std::streamoff>(at + 2));
+    f.write("16", 2);  // "F32" -> "F16"
+  });
+  expect_refused_and_skipped(world(), config, dir,
+                             "shard " + dir +
+                                 "/step-4/rank-00000.safetensors: its safetensors header fails the "
+                                 "manifest's checksum");
+}
+
 TEST_F(Checkpoint, TruncatedShardIsDetected) {
   Config config = resume_layout(world(), "ckpt-truncate");
   const std::string dir = two_checkpoints(world(), config);
