@@ -29,6 +29,23 @@ endif()
 # checkpoint/remove_tree.h avoids the call that failed there).
 target_link_options(atoll_common INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
 
+if(ATOLL_SANITIZE STREQUAL "address")
+  set(_sanitize -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+elseif(ATOLL_SANITIZE STREQUAL "thread")
+  set(_sanitize -fsanitize=thread -fno-omit-frame-pointer)
+elseif(NOT ATOLL_SANITIZE STREQUAL "none")
+  atoll_configure_error("ATOLL_SANITIZE=${ATOLL_SANITIZE} is not one of none, address, thread")
+endif()
+if(_sanitize)
+  # GCC's flow analysis under instrumentation reports uninitialised members inside libstdc++'s
+  # std::regex and std::function (GCC documents that -fsanitize can cause such false warnings).
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    list(APPEND _sanitize -Wno-maybe-uninitialized)
+  endif()
+  target_compile_options(atoll_common INTERFACE ${_sanitize})
+  target_link_options(atoll_common INTERFACE ${_sanitize})
+endif()
+
 configure_file(${PROJECT_SOURCE_DIR}/cmake/build_config.h.in ${PROJECT_BINARY_DIR}/generated/atoll/build_config.h)
 
 add_library(atoll_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cpp)
