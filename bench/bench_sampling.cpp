@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
   }
   const double full_s = seconds_since(t0);
 
-  std::printf("bench_sampling: %s, %d tokens after a %zu-token prompt, greedy, 1 thread\n", trained.source.c_str(),
-              budget, prompt.size());
+  std::printf("bench_sampling: %s, %d tokens after a %zu-token prompt, greedy, 1 thread\n",
+              trained.source.c_str(), budget, prompt.size());
   std::printf("  KV cache (CachedDecoder)          %8.1f tokens/s\n", budget / cached_s);
   std::printf("  full forward per token (baseline) %8.1f tokens/s\n", budget / full_s);
   std::printf("  ratio cache / baseline            %8.2fx   same tokens: %s\n", full_s / cached_s,
