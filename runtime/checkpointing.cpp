@@ -7,7 +7,6 @@
 
 #include "runtime/model/llama.h"
 #include "runtime/model/model_description.h"
-#include "runtime/tokenizer/tokenizer.h"
 
 namespace atl::runtime {
 
@@ -15,14 +14,14 @@ TrainerCheckpoints::TrainerCheckpoints(const Config& config, const comm::MpiComm
                                        const comm::DeviceMesh& mesh, const parallel::FlatParameters& params,
                                        parallel::ShardedDataParallel& data_parallel,
                                        optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer,
-                                       const TestHooks& hooks)
+                                       const TestHooks& hooks, std::string tokenizer_model)
     : config_(config),
       mesh_(mesh),
       params_(params),
       data_parallel_(data_parallel),
       optimizer_(optimizer),
       outer_(outer),
-      tokenizer_model_(load_tokenizer(config.data.tokenizer)->serialized()),
+      tokenizer_model_(std::move(tokenizer_model)),
       comm_(world.split(0, world.rank(), "checkpoint")),
       store_(std::make_unique<checkpoint::CheckpointStore>(
           config.checkpoint_dir(), *comm_, config.checkpoint.keep, config.checkpoint.keep_every,

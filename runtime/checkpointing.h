@@ -27,10 +27,11 @@ class TrainerCheckpoints {
  public:
   // Collective over `world`: creates the checkpoint communicator and removes `.partial` leftovers.
   // `hooks`: the checkpoint tests' fault point and snapshot-copy delay (none in real runs).
+  // `tokenizer_model`: data.tokenizer serialized (the trainer loaded it), "" for bytes.
   TrainerCheckpoints(const Config& config, const comm::MpiCommunicator& world, const comm::DeviceMesh& mesh,
                      const parallel::FlatParameters& params, parallel::ShardedDataParallel& data_parallel,
-                     optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer,
-                     const TestHooks& hooks);
+                     optim::FlatAdamW& optimizer, optim::outer::OuterOptimizer* outer, const TestHooks& hooks,
+                     std::string tokenizer_model);
 
   // Loads the checkpoint checkpoint.resume names (auto: the newest usable one in the directory);
   // returns the step to continue from, 0 when there is nothing to resume. Throws

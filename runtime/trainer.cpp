@@ -250,9 +250,9 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (s.device.device.is_cuda())
     s.log->line("device: " + describe_device(s.device.device) + " on rank 0; each rank uses its local GPU");
 
-  s.checkpoints = std::make_unique<TrainerCheckpoints>(s.config, world, s.mesh(), *s.layout.params,
-                                                       *s.layout.data_parallel, *s.layout.optimizer,
-                                                       s.layout.outer.get(), s.hooks);
+  s.checkpoints = std::make_unique<TrainerCheckpoints>(
+      s.config, world, s.mesh(), *s.layout.params, *s.layout.data_parallel, *s.layout.optimizer,
+      s.layout.outer.get(), s.hooks, s.tokenizer->serialized());
   s.step = s.checkpoints->resume([&s](const std::string& line) { s.log->line(line); });
   // sigkill@STEP kills the run that started from step 0; its relaunch, resumed from a checkpoint, is
   // the recovery the test watches and must not die again.
