@@ -296,6 +296,39 @@ void CheckpointStore::prune() const {
   }
 }
 
+// Every shape, box and byte range of a manifest, checked before any of them sizes an allocation or
+// indexes a tensor: a damaged manifest that still parses is refused with one line. Each chunk is a
+// box inside its tensor's shape, in a file of the checkpoint directory, `length` bytes of fp32.
+static void check_geometry(const proto::Manifest& manifest, const std::string& path) {
+  constexpr int kMaxDims = 8;
+  const auto corrupt = [&path](const proto::Tensor& t, const std::string& problem) {
+    return CheckpointError("checkpoint: " + path + " is corrupt: " + describe(t) + " " + problem +
+                           "; resume from another checkpoint");
+  };
+  for (const proto::Tensor& t : manifest.tensors()) {
+    if (t.dtype() != "F32") throw corrupt(t, "has dtype " + t.dtype() + ", not F32");
+    if (t.global_shape_size() > kMaxDims) throw corrupt(t, "has more than 8 dimensions");
+    uint64_t elements = 1;
+    for (int64_t d : t.global_shape())
+      if (d < 0 || __builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
+        throw corrupt(t, "has an impossible shape");
+    for (const proto::Chunk& c : t.chunks()) {
+      if (c.offsets_size() != t.global_shape_size() || c.sizes_size() != t.global_shape_size())
+        throw corrupt(t, "has a chunk of " + std::to_string(c.sizes_size()) + " dimensions");
+      uint64_t chunk_elements = 1;
+      for (int d = 0; d < c.sizes_size(); ++d) {
+        if (c.offsets(d) < 0 || c.sizes(d) < 0 || c.sizes(d) > t.global_shape(d) - c.offsets(d))
+          throw corrupt(t, "has a chunk outside its shape");
+        chunk_elements *= static_cast<uint64_t>(c.sizes(d));  // <= elements: no overflow
+      }
+      if (c.length() != chunk_elements * sizeof(float) || c.byte_offset() > UINT64_MAX - c.length())
+        throw corrupt(t, "has a chunk whose byte range does not match its box");
+      if (c.file().empty() || fs::path(c.file()).has_parent_path() || c.file() == "." || c.file() == "..")
+        throw corrupt(t, "has a chunk in a file outside the checkpoint");
+    }
+  }
+}
+
 proto::Manifest read_manifest(const std::string& checkpoint_dir) {
   const fs::path path = fs::path(checkpoint_dir) / kManifest;
   std::ifstream in(path, std::ios::binary);
@@ -310,20 +343,34 @@ proto::Manifest read_manifest(const std::string& checkpoint_dir) {
     throw CheckpointError("checkpoint: " + path.string() + " has format version " +
                           std::to_string(manifest.format_version()) + " but this build reads version " +
                           std::to_string(kFormatVersion));
+  check_geometry(manifest, path.string());
   return manifest;
 }
 
-at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t, const proto::Chunk& c) {
+void check_chunk_in_file(const std::string& checkpoint_dir, const proto::Tensor& t, const proto::Chunk& c,
+                         std::map<std::string, uint64_t>& file_sizes) {
   const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  if (size < c.byte_offset() + c.length())
+  auto known = file_sizes.find(c.file());
+  if (known == file_sizes.end()) {
+    std::error_code error;
+    const uint64_t size = fs::is_regular_file(path, error) ? fs::file_size(path, error) : 0;
+    if (error || !fs::is_regular_file(path, error))
+      throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
+    known = file_sizes.emplace(c.file(), size).first;
+  }
+  // read_manifest has checked that byte_offset + length does not overflow.
+  if (known->second < c.byte_offset() + c.length())
     throw CheckpointError("checkpoint: shard " + path + " is truncated: " + describe(t) +
                           " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
-                          " but the file has " + std::to_string(size));
+                          " but the file has " + std::to_string(known->second));
+}
+
+at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t, const proto::Chunk& c) {
+  std::map<std::string, uint64_t> file_sizes;
+  check_chunk_in_file(checkpoint_dir, t, c, file_sizes);
+  const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError("checkpoint: cannot read " + path);
   at::Tensor data = at::empty({static_cast<int64_t>(c.length() / sizeof(float))}, at::kFloat);
   in.seekg(static_cast<std::streamoff>(c.byte_offset()));
   in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.length()));

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,15 +19,16 @@
 #include "checkpoint/fault_injection.h"
 #include "checkpoint/manifest.pb.h"
 #include "comm/mpi_communicator.h"
+#include "runtime/one_line.h"
 
 namespace atl::checkpoint {
 
 // Any problem with a checkpoint on disk: one line naming the file or tensor and what is wrong.
 // Those thrown out of a collective (save, resume) are agreed: every rank throws the same one.
-// Those thrown out of a collective (save, resume) are agreed: every rank throws the same one.
+// Names and keys from a damaged file may hold line breaks: they are written as \n (one_line.h).
 class CheckpointError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CheckpointError(const std::string& what) : std::runtime_error(runtime::one_line(what)) {}
 };
 
 // A run of one tensor that this rank holds: `begin`..`end` of the row-major elements of `piece`, a
@@ -96,6 +98,10 @@ std::string chunk_key(const std::string& name, proto::Role role, int island,
 
 // Reads and parses DIR/manifest.pb; CheckpointError when missing or corrupt.
 proto::Manifest read_manifest(const std::string& checkpoint_dir);
+// CheckpointError naming the file and tensor unless the chunk's bytes lie within its shard file.
+// `file_sizes` caches each file's size across calls.
+void check_chunk_in_file(const std::string& checkpoint_dir, const proto::Tensor& tensor,
+                         const proto::Chunk& chunk, std::map<std::string, uint64_t>& file_sizes);
 // One chunk's data (fp32), checked against its CRC-32C; CheckpointError naming the file and tensor
 // on a missing or short file or a checksum mismatch.
 at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& tensor,

@@ -18,8 +18,20 @@ std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir
   for (const proto::Tensor& t : manifest.tensors())
     if (t.role() == role) island = std::min(island, static_cast<int>(t.island()));
   std::map<std::string, at::Tensor> tensors;
+  std::map<std::string, uint64_t> file_sizes;
   for (const proto::Tensor& t : manifest.tensors()) {
     if (t.role() != role || static_cast<int>(t.island()) != island) continue;
+    // Before the tensor is allocated: its chunks lie in their files and cover it, so what a damaged
+    // manifest makes this allocate is bounded by the bytes the shards hold.
+    uint64_t elements = 1, chunk_elements = 0;
+    for (int64_t d : t.global_shape()) elements *= static_cast<uint64_t>(d);  // checked by read_manifest
+    for (const proto::Chunk& c : t.chunks()) {
+      check_chunk_in_file(checkpoint_dir, t, c, file_sizes);
+      chunk_elements += c.length() / sizeof(float);
+    }
+    if (chunk_elements < elements)
+      throw CheckpointError("checkpoint: " + checkpoint_dir + " does not hold all of " + t.name() +
+                            ": the checkpoint is incomplete");
     at::Tensor full =
         at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
     for (const proto::Chunk& c : t.chunks()) {

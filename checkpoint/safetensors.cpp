@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/crc32c.h"
+#include "checkpoint/json_integer.h"
 
 namespace atl::checkpoint {
 namespace {
@@ -97,24 +99,40 @@ static at::ScalarType dtype_of(const std::string& name, const std::string& path)
   throw std::runtime_error("safetensors: " + path + " holds dtype " + name + ", which Atoll does not read");
 }
 
+// Elements of `sizes` times `element_bytes`, or nothing when that overflows 64 bits.
+static std::optional<uint64_t> byte_size(const std::vector<int64_t>& sizes, uint64_t element_bytes) {
+  uint64_t bytes = element_bytes;
+  for (int64_t d : sizes)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return std::nullopt;
+  return bytes;
+}
+
 std::vector<NamedTensor> read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("safetensors: cannot open " + path);
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
   unsigned char length[8];
   in.read(reinterpret_cast<char*>(length), 8);
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = header_size << 8 | length[i];
   if (!in || header_size > (uint64_t{1} << 30))
     throw std::runtime_error("safetensors: " + path + " has no valid header");
+  // Checked against the file before anything is allocated: a damaged length costs nothing.
+  if (header_size > file_size - 8)
+    throw std::runtime_error("safetensors: " + path + " is truncated in its header: it claims " +
+                             std::to_string(header_size) + " bytes but the file has " +
+                             std::to_string(file_size - 8) + " after the length");
   std::string header(header_size, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw std::runtime_error("safetensors: " + path + " is truncated in its header");
-  const uint64_t data_start = 8 + header_size;
+  const uint64_t data_start = 8 + header_size, data_size = file_size - data_start;
   nlohmann::ordered_json entries;  // ordered: tensors come back in file order, read front to back
   try {
     entries = nlohmann::ordered_json::parse(header);
-  } catch (const nlohmann::ordered_json::parse_error& e) {
-    throw std::runtime_error("safetensors: " + path + ": the header is not JSON (" + e.what() + ")");
+  } catch (const nlohmann::ordered_json::exception&) {  // a syntax error, or a number past 64 bits
+    throw std::runtime_error("safetensors: " + path + ": the header is not JSON");
   }
   if (!entries.is_object())
     throw std::runtime_error("safetensors: " + path + ": the header is not a JSON object");
@@ -127,20 +145,27 @@ std::vector<NamedTensor> read_safetensors(const std::string& path) {
     uint64_t begin = 0, finish = 0;
     try {
       dtype = entry.at("dtype").get<std::string>();
-      sizes = entry.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[1] < offsets[0]) throw std::out_of_range("data_offsets");
-      begin = offsets[0];
-      finish = offsets[1];
+      const auto shape = json_integers<int64_t>(entry.at("shape"));
+      const auto offsets = json_integers<uint64_t>(entry.at("data_offsets"));
+      if (!shape) throw std::out_of_range("shape");
+      sizes = *shape;
+      if (!offsets || offsets->size() != 2 || (*offsets)[1] < (*offsets)[0])
+        throw std::out_of_range("data_offsets");
+      begin = (*offsets)[0];
+      finish = (*offsets)[1];
       if (std::any_of(sizes.begin(), sizes.end(), [](int64_t d) { return d < 0; }))
         throw std::out_of_range("shape");
     } catch (const std::exception&) {
       throw std::runtime_error("safetensors: " + path + ": malformed entry for " + name);
     }
-    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype_of(dtype, path)));
-    if (finish - begin != t.nbytes())
+    const at::ScalarType type = dtype_of(dtype, path);
+    const std::optional<uint64_t> bytes = byte_size(sizes, c10::elementSize(type));
+    if (!bytes || finish - begin != *bytes)
       throw std::runtime_error("safetensors: " + path + ": " + name + " has " +
                                std::to_string(finish - begin) + " bytes for its shape");
+    if (finish > data_size)
+      throw std::runtime_error("safetensors: " + path + " is truncated: " + name + " runs past its end");
+    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
     in.seekg(static_cast<std::streamoff>(data_start + begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     if (!in)

@@ -1,7 +1,9 @@
 #include "comm/hang_report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 namespace atl::comm {
@@ -11,6 +13,15 @@ OpKind op_named(const std::string& name) {
   for (int k = 0; k < static_cast<int>(OpKind::kCount); ++k)
     if (name == op_name(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
   return OpKind::kCount;
+}
+
+// The whole of `text` as a number, or nothing.
+template <typename T>
+std::optional<T> number(const std::string& text) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 std::string describe(const FlightRecord& r) {
@@ -60,20 +71,38 @@ RankFlightSummary decode(const std::string& text) {
   s.answered = true;
   std::istringstream in(text);
   std::string line;
+  // A field that does not read makes the whole message unreadable: the rank counts as silent.
+  const auto unreadable = [&s] {
+    s.answered = false;
+    s.groups.clear();
+    s.waiting.reset();
+    return s;
+  };
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
-    if (f.size() == 2 && f[0] == "rank") s.rank = std::stoi(f[1]);
-    if (f.size() == 4 && f[0] == "group") s.groups[f[1]] = {std::stoull(f[2]), std::stoull(f[3])};
+    if (f.size() == 2 && f[0] == "rank") {
+      const auto rank = number<int>(f[1]);
+      if (!rank || *rank < 0) return unreadable();
+      s.rank = *rank;
+    }
+    if (f.size() == 4 && f[0] == "group") {
+      const auto issued = number<uint64_t>(f[2]), completed = number<uint64_t>(f[3]);
+      if (!issued || !completed) return unreadable();
+      s.groups[f[1]] = {*issued, *completed};
+    }
     if (f.size() == 6 && f[0] == "waiting") {
       FlightRecord r;
       r.group = f[1];
       r.op = op_named(f[2]);
-      r.seq = std::stoull(f[3]);
-      r.bytes = std::stoull(f[4]);
+      const auto seq = number<uint64_t>(f[3]), bytes = number<uint64_t>(f[4]);
+      const auto waited = number<double>(f[5]);
+      if (r.op == OpKind::kCount || !seq || !bytes || !waited) return unreadable();
+      r.seq = *seq;
+      r.bytes = *bytes;
       s.waiting = r;
-      s.waiting_s = std::stod(f[5]);
+      s.waiting_s = *waited;
     }
   }
   return s;
@@ -84,7 +113,11 @@ std::vector<int> members_of(const std::string& label) {
   const size_t open = label.find('['), close = label.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open) return out;
   std::istringstream list(label.substr(open + 1, close - open - 1));
-  for (std::string x; std::getline(list, x, ',');) out.push_back(std::stoi(x));
+  for (std::string x; std::getline(list, x, ',');) {
+    const auto member = number<int>(x);
+    if (!member) return {};  // not a label this recorder wrote
+    out.push_back(*member);
+  }
   return out;
 }
 

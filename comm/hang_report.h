@@ -21,14 +21,15 @@ struct RankFlightSummary {
 };
 
 RankFlightSummary summarize(int rank, const FlightRecorder& recorder);
-// A text form for the wire (tab-separated lines), and back.
+// A text form for the wire (tab-separated lines), and back. A message with a field that does not read
+// decodes as a rank that did not answer (never an exception: rank 0 is diagnosing a hang).
 std::string encode(const RankFlightSummary& summary);
 RankFlightSummary decode(const std::string& text);
 
 // Lines for rank 0 to print: the stuck operation, then each rank that is behind or silent.
 std::vector<std::string> diagnose_hang(const std::vector<RankFlightSummary>& ranks, double timeout_s);
 
-// The world ranks of a flight-record group label, "dp[0,2]" -> {0, 2}.
+// The world ranks of a flight-record group label, "dp[0,2]" -> {0, 2}; none for a malformed label.
 std::vector<int> members_of(const std::string& label);
 
 }  // namespace atl::comm

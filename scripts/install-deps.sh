@@ -3,7 +3,8 @@
 #   - Debian packages: compilers, CMake, Ninja, Open MPI, protobuf, yaml-cpp, nlohmann-json, GoogleTest,
 #     Gloo's headers (the islands' TCP groups use LibTorch's own Gloo; only the headers come from Debian),
 #     OpenSSL (the islands' job secret: HMAC-SHA256), iproute2 (the islands' tests on shaped links
-#     between network namespaces: ip, tc), SentencePiece (subword tokenizers: atoll tokenizer);
+#     between network namespaces: ip, tc), SentencePiece (subword tokenizers: atoll tokenizer),
+#     clang 16 with its libFuzzer and sanitizer runtimes and llvm-symbolizer (tests/fuzz/run.sh);
 #   - .venv/ (git-ignored) with the packages pinned in scripts/requirements.txt: the PyTorch wheel,
 #     whose LibTorch the build links (cmake/AtollTorch.cmake finds it there), and the Hugging Face,
 #     TensorBoard and SentencePiece packages the interoperability tests check Atoll's files with.
@@ -18,6 +19,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgloo-dev libssl-dev iproute2 libsentencepiece-dev
+  clang-16 libclang-rt-16-dev llvm-16
 )
 python=${ATOLL_PYTHON:-python3}
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs the whole suite (unit tests and
-# multi-rank tests under mpirun) through CTest.
+# multi-rank tests under mpirun) through CTest, then fuzzes every file reader for ATOLL_FUZZ_SECONDS
+# (default 20) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -9,6 +10,15 @@ ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON ${ATOLL_CMAKE_ARGS:-}" bash scripts/build
 export OMP_NUM_THREADS=1
 cd build
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
+cd ..
+# Every reader fuzzed briefly under ASan + UBSan (tests/fuzz/run.sh: a clang build in build-fuzz/),
+# beyond the replays of its seeds and regression inputs above. Skipped when ctest was given
+# arguments (a partial run) or with ATOLL_FUZZ_SECONDS=0.
+fuzz_seconds=${ATOLL_FUZZ_SECONDS:-20}
+if (($# == 0)) && ((fuzz_seconds > 0)); then
+  bash tests/fuzz/run.sh "$fuzz_seconds"
+fi
+cd build
 # The GPU suite (label gpu) runs where this node has a GPU; each of its tests also checks that there
 # are enough GPUs for its ranks and otherwise exits 77 (CTest: Skipped, never passed). On a node
 # without a GPU the suite is not started at all, and this says so.

@@ -6,6 +6,7 @@
 #include "comm/rendezvous_address.h"
 #include "optim/outer/topk_codec.h"
 #include "parallel/pipeline/stage_layout.h"
+#include "runtime/one_line.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -196,8 +197,7 @@ std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
-  requires std::is_enum_v<E>
-std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
+requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
   std::string value;
   if (std::string problem = parse(rule, node, value); !problem.empty()) return problem;
   std::vector<std::string> names;
@@ -226,10 +226,10 @@ struct Field {
 template <typename Section>
 struct SectionFields {
   const char* section;
-  Section Config::* member;
+  Section Config::*member;
 
   template <typename T>
-  Field operator()(const char* key, T Section::* field, Range range = {}) const {
+  Field operator()(const char* key, T Section::*field, Range range = {}) const {
     const auto sec = member;
     Rule rule{std::string(section) + "." + key, range, show_value(Config{}.*sec.*field)};
     Field f{section, key, nullptr, nullptr};
@@ -550,8 +550,20 @@ void apply_outer_defaults(const YAML::Node& root, Config& config) {
 
 }  // namespace
 
+namespace {
+
+// A problem quotes what the user wrote (an override, a key, a value), which may hold line breaks:
+// each problem stays one line.
+std::vector<std::string> one_line_each(const std::vector<std::string>& problems) {
+  std::vector<std::string> lines;
+  for (const std::string& problem : problems) lines.push_back(one_line(problem));
+  return lines;
+}
+
+}  // namespace
+
 ConfigError::ConfigError(const std::vector<std::string>& problems)
-    : std::runtime_error(joined(problems, "\n")), problems_(problems) {}
+    : std::runtime_error(joined(one_line_each(problems), "\n")), problems_(one_line_each(problems)) {}
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
   YAML::Node root;

@@ -2,10 +2,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
+
+#include "checkpoint/json_integer.h"
+#include "runtime/one_line.h"
 
 namespace atl::runtime {
 namespace fs = std::filesystem;
@@ -16,8 +21,12 @@ nlohmann::json read_json(const fs::path& file) {
   if (!in) throw std::invalid_argument(file.string() + " is missing; a Hugging Face model directory has one");
   try {
     return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(file.string() + " is not JSON (" + e.what() + ")");
+  } catch (const nlohmann::json::parse_error& e) {
+    // Not e.what(): it quotes the bytes last read, line breaks included.
+    throw std::invalid_argument(file.string() + " is not JSON (a syntax error at byte " +
+                                std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(file.string() + " is not JSON that Atoll reads (a number past 64 bits)");
   }
 }
 
@@ -26,10 +35,16 @@ template <typename T>
 T config_value(const nlohmann::json& config, const std::string& key, const fs::path& file) {
   const auto it = config.find(key);
   if (it == config.end() || it->is_null()) throw std::invalid_argument(file.string() + " has no " + key);
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw std::invalid_argument(file.string() + "'s " + key + " is " + it->dump() + ", of the wrong type");
+  const auto wrong_type = [&] {
+    return std::invalid_argument(file.string() + "'s " + key + " is " + it->dump() + ", of the wrong type");
+  };
+  if constexpr (std::is_integral_v<T>) {
+    const std::optional<T> value = checkpoint::json_integer<T>(*it);
+    if (!value) throw wrong_type();
+    return *value;
+  } else {
+    if (!it->is_number()) throw wrong_type();
+    return it->template get<T>();
   }
 }
 
@@ -39,12 +54,12 @@ bool is_hugging_face_directory(const std::string& path) {
   return fs::is_directory(path) && fs::exists(fs::path(path) / "config.json");
 }
 
-ModelConfig read_hugging_face_config(const std::string& dir) {
-  const fs::path file = fs::path(dir) / "config.json";
-  const nlohmann::json c = read_json(file);
+namespace {
+
+ModelConfig config_from_json(const nlohmann::json& c, const fs::path& file) {
   const std::string type = c.value("model_type", std::string("(none)"));
   if (type != "llama")
-    throw std::invalid_argument(file.string() + " describes a model of type '" + type +
+    throw std::invalid_argument(file.string() + " describes a model of type '" + one_line(type) +
                                 "'; Atoll trains Llama (LlamaForCausalLM) models only");
   const auto refuse = [&file](const std::string& what) {
     throw std::invalid_argument(file.string() + ": " + what + ", which Atoll's Llama does not have");
@@ -72,7 +87,7 @@ ModelConfig read_hugging_face_config(const std::string& dir) {
   if (rope.is_null()) rope = c.value("rope_scaling", nlohmann::json());
   if (rope.is_object()) {
     const std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
-    if (rope_type != "default") refuse("its RoPE is of type '" + rope_type + "'");
+    if (rope_type != "default") refuse("its RoPE is of type '" + one_line(rope_type) + "'");
   }
   m.rope_theta = rope.is_object() && rope.contains("rope_theta")
                      ? config_value<double>(rope, "rope_theta", file)
@@ -81,21 +96,47 @@ ModelConfig read_hugging_face_config(const std::string& dir) {
   return m;
 }
 
+std::vector<fs::path> shards_in_index(const fs::path& index, const std::string& dir) {
+  const nlohmann::json map = read_json(index).value("weight_map", nlohmann::json());
+  if (!map.is_object() || map.empty())
+    throw std::invalid_argument(index.string() + " has no weight_map naming the shard files");
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : map.items())
+    if (file.is_string()) names.insert(file.get<std::string>());
+  std::vector<fs::path> files;
+  for (const std::string& name : names) {
+    if (name.empty() || fs::path(name).has_parent_path() || name == "." || name == "..")
+      throw std::invalid_argument(index.string() + " names the shard '" + one_line(name) + "' outside " +
+                                  dir);
+    files.push_back(fs::path(dir) / name);
+  }
+  return files;
+}
+
+// A field of another JSON type than the one read (a number for model_type, a list at the top):
+// nlohmann-json's type_error, as one line naming the file.
+template <typename Read>
+auto typed(const fs::path& file, Read read) {
+  try {
+    return read();
+  } catch (const nlohmann::json::type_error& e) {
+    throw std::invalid_argument(file.string() + " has a field of the wrong type (" + one_line(e.what()) +
+                                ")");
+  }
+}
+
+}  // namespace
+
+ModelConfig read_hugging_face_config(const std::string& dir) {
+  const fs::path file = fs::path(dir) / "config.json";
+  return typed(file, [&] { return config_from_json(read_json(file), file); });
+}
+
 std::map<std::string, at::Tensor> read_hugging_face_weights(const std::string& dir) {
   std::vector<fs::path> files;
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    const nlohmann::json map = read_json(index).value("weight_map", nlohmann::json());
-    if (!map.is_object() || map.empty())
-      throw std::invalid_argument(index.string() + " has no weight_map naming the shard files");
-    std::set<std::string> names;
-    for (const auto& [tensor, file] : map.items())
-      if (file.is_string()) names.insert(file.get<std::string>());
-    for (const std::string& name : names) {
-      if (fs::path(name).has_parent_path())  // a shard outside the directory is never read
-        throw std::invalid_argument(index.string() + " names the shard '" + name + "' outside " + dir);
-      files.push_back(fs::path(dir) / name);
-    }
+    files = typed(index, [&] { return shards_in_index(index, dir); });  // never a shard outside dir
   } else {
     files.push_back(fs::path(dir) / "model.safetensors");
   }

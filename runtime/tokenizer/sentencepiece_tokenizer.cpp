@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "runtime/one_line.h"
+
 namespace atl::runtime {
 namespace {
 
@@ -31,9 +33,15 @@ int piece_bytes(const sentencepiece::SentencePieceProcessor& sp, int id) {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& serialized, const std::string& source)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()), serialized_(serialized) {
-  const auto status = processor_->LoadFromSerializedProto(serialized);
+  sentencepiece::util::Status status;
+  try {
+    status = processor_->LoadFromSerializedProto(serialized);
+  } catch (const std::exception& e) {
+    // Its trie builder (Darts) throws on some damaged models, e.g. one holding an empty piece.
+    status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
+  }
   if (!status.ok())
-    throw std::invalid_argument(source + " is not a SentencePiece model (" + status.ToString() +
+    throw std::invalid_argument(source + " is not a SentencePiece model (" + one_line(status.ToString()) +
                                 "); train one with atoll tokenizer train");
   byte_lengths_.resize(static_cast<size_t>(processor_->GetPieceSize()));
   for (int id = 0; id < processor_->GetPieceSize(); ++id) byte_lengths_[id] = piece_bytes(*processor_, id);
@@ -48,7 +56,7 @@ int SentencePieceTokenizer::vocab_size() const {
 std::vector<uint32_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
-  if (!status.ok()) throw std::runtime_error("tokenizer: encoding failed: " + status.ToString());
+  if (!status.ok()) throw std::runtime_error("tokenizer: encoding failed: " + one_line(status.ToString()));
   return std::vector<uint32_t>(ids.begin(), ids.end());
 }
 
@@ -58,7 +66,7 @@ std::string SentencePieceTokenizer::decode(const std::vector<uint32_t>& ids) con
     if (id < static_cast<uint32_t>(vocab_size())) valid.push_back(static_cast<int>(id));
   std::string text;
   const auto status = processor_->Decode(valid, &text);
-  if (!status.ok()) throw std::runtime_error("tokenizer: decoding failed: " + status.ToString());
+  if (!status.ok()) throw std::runtime_error("tokenizer: decoding failed: " + one_line(status.ToString()));
   return text;
 }
 
