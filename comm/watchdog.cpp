@@ -139,6 +139,7 @@ void Watchdog::abort_job(const std::string& reason, Clock::time_point detected) 
     RankFlightSummary& slot = ranks[static_cast<size_t>(status.MPI_SOURCE)];
     if (!slot.answered) ++heard;
     slot = decode(text);
+    slot.rank = status.MPI_SOURCE;  // the sender, even when its message did not read
   }
   say(reason);
   for (const std::string& line : diagnose_hang(ranks, options_.timeout_s)) say(line);

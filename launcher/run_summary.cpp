@@ -65,8 +65,12 @@ double number_or(const Json& record, const char* key, double fallback) {
   return record.contains(key) ? number(record, key) : fallback;
 }
 
+// A count (a step, an attempt, a rank): a whole number a double holds exactly, or the line is bad.
 int64_t integer(const Json& record, const char* key) {
-  return static_cast<int64_t>(std::llround(number(record, key)));
+  const double value = number(record, key);
+  if (!(std::fabs(value) <= 9007199254740992.0))  // 2^53; NaN fails too
+    throw BadLine(std::string("\"") + key + "\" is not a count");
+  return static_cast<int64_t>(std::llround(value));
 }
 
 std::string text_or(const Json& record, const char* key, const std::string& fallback) {
@@ -254,6 +258,8 @@ std::string with_commas(int64_t value) {
 }
 
 std::string duration(double seconds) {
+  // A damaged log can sum to anything: only a plausible time is cast and split into h/m/s.
+  if (!(seconds < 1e12)) return formatted("%.3g s", seconds);
   if (seconds < 60.0) return formatted("%.1f s", seconds);
   const auto whole = static_cast<long long>(seconds);
   if (seconds < 3600.0) return formatted("%lldm %02llds", whole / 60, whole % 60);
@@ -341,7 +347,10 @@ RunSummary summarize_run(const std::string& run_dir) {
   if (fs::exists(config_path)) {
     try {
       const runtime::Config config = runtime::load_config(config_path);
-      summary.tokens = summary.steps * config.train.global_batch * config.model.seq;
+      int64_t tokens = 0;  // a damaged log's step count must not overflow it
+      if (!__builtin_mul_overflow(summary.steps, int64_t{config.train.global_batch}, &tokens) &&
+          !__builtin_mul_overflow(tokens, int64_t{config.model.seq}, &tokens))
+        summary.tokens = tokens;
     } catch (const std::exception& e) {  // e.g. written by another version; the rest still stands
       summary.notes.push_back(config_path + " does not read (" + first_line(e.what()) + "); tokens omitted");
     }

@@ -27,6 +27,9 @@ TrainedModel from_checkpoint(const std::string& dir) {
   });
   model.weights =
       checkpoint::consolidated(dir, has_outer ? checkpoint::proto::OUTER_PARAM : checkpoint::proto::PARAM);
+  // What eval, sample and export build from the weights assumes they are this model's.
+  check_weights_match(model.config, model.weights, "checkpoint " + dir,
+                      ": the manifest does not describe its own weights; the checkpoint is damaged");
   model.tokenizer = tokenizer_from_serialized(manifest.tokenizer());
   model.source = "checkpoint " + dir + " (step " + std::to_string(manifest.step()) + ")";
   return model;

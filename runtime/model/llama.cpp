@@ -4,6 +4,7 @@
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
 #include "runtime/model/hugging_face.h"
+#include "runtime/one_line.h"
 
 #include <ATen/ATen.h>
 
@@ -374,26 +375,30 @@ std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("model.init_from: ") + e.what());
   }
+  check_weights_match(config, weights, "model.init_from: " + path,
+                      directory ? "; save the whole model (save_pretrained)"
+                                : "; export the weights of this model (atoll ckpt export)");
+  return weights;
+}
+
+void check_weights_match(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                         const std::string& source, const std::string& missing_fix) {
   const std::vector<ParamSpec> specs = param_specs(config);
   for (const ParamSpec& spec : specs) {
     auto it = weights.find(spec.name);
-    if (it == weights.end())
-      throw std::invalid_argument("model.init_from: " + path + " has no " + spec.name +
-                                  (directory ? "; save the whole model (save_pretrained)"
-                                             : "; export the weights of this model (atoll ckpt export)"));
+    if (it == weights.end()) throw std::invalid_argument(source + " has no " + spec.name + missing_fix);
     if (it->second.sizes().vec() != spec.canonical_shape)
-      throw std::invalid_argument("model.init_from: " + spec.name + " in " + path +
+      throw std::invalid_argument(source + ": " + spec.name +
                                   " has another shape than this model's; check the model section");
   }
   for (const auto& [name, tensor] : weights) {
     const bool known =
         std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == name; });
     if (!known)
-      throw std::invalid_argument("model.init_from: " + path + " holds " + name +
+      throw std::invalid_argument(source + " holds " + one_line(name) +
                                   ", which this model does not have; check the model section (e.g. "
                                   "model.tie_embeddings)");
   }
-  return weights;
 }
 
 void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,

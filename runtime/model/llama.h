@@ -138,6 +138,11 @@ void initialize_parameters(const ModelConfig& config, int64_t seed, const parall
 // describe this model), and checks that it holds exactly the parameters of `config` with their
 // canonical shapes; std::invalid_argument, one line naming the file and the first problem.
 std::map<std::string, at::Tensor> read_initial_weights(const ModelConfig& config, const std::string& path);
+// std::invalid_argument unless `weights` holds exactly the parameters of `config` with their
+// canonical shapes: "SOURCE has no NAME" + `missing_fix`, or names the tensor of another shape or
+// one the model lacks.
+void check_weights_match(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
+                         const std::string& source, const std::string& missing_fix);
 // Copies each parameter this rank holds from `weights` (its tensor-parallel slice, padded vocabulary).
 void load_initial_weights(const ModelConfig& config, const std::map<std::string, at::Tensor>& weights,
                           const parallel::FlatParameters& params, int tp_size, int tp_rank);

@@ -1,9 +1,12 @@
 #include "runtime/model/model_description.h"
 
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+
+#include "runtime/one_line.h"
 
 namespace atl::runtime {
 namespace {
@@ -34,14 +37,15 @@ ModelConfig model_from_description(const std::string& description) {
   const auto field = [&](const std::string& key) {
     auto it = fields.find(key);
     if (it == fields.end())
-      throw std::invalid_argument("the model description {" + description + "} lacks " + key);
+      throw std::invalid_argument("the model description {" + one_line(description) + "} lacks " + key);
     return it->second;
   };
   const auto parsed = [&](const std::string& key, auto& out) {
     const std::string text = field(key);
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
     if (error != std::errc() || end != text.data() + text.size())
-      throw std::invalid_argument("the model description's " + key + "=" + text + " is not a number");
+      throw std::invalid_argument("the model description's " + key + "=" + one_line(text) +
+                                  " is not a number");
   };
   ModelConfig m;
   parsed("vocab", m.vocab);
@@ -54,6 +58,18 @@ ModelConfig model_from_description(const std::string& description) {
   parsed("rope_theta", m.rope_theta);
   parsed("norm_eps", m.norm_eps);
   m.tie_embeddings = field("tie_embeddings") == "true";
+  // A damaged description must not reach the model's arithmetic (dim / heads, heads / kv_heads).
+  const auto impossible = [&](const std::string& why) {
+    return std::invalid_argument("the model description {" + one_line(description) +
+                                 "} is impossible: " + why);
+  };
+  for (const int v : {m.vocab, m.dim, m.layers, m.heads, m.kv_heads, m.ffn, m.seq})
+    if (v < 1) throw impossible("a size below 1");
+  if (m.dim % m.heads != 0 || m.heads % m.kv_heads != 0)
+    throw impossible("heads do not divide dim, or kv_heads do not divide heads");
+  if (!(m.rope_theta > 0.0) || !(m.norm_eps > 0.0) || !std::isfinite(m.rope_theta) ||
+      !std::isfinite(m.norm_eps))
+    throw impossible("rope_theta and norm_eps must be positive");
   return m;
 }
 

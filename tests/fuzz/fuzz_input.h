@@ -55,6 +55,11 @@ std::string join_files(const std::vector<NamedFile>& files);
 
 // The exception types a reader documents for bad input.
 enum class Rejection { kRuntimeError, kInvalidArgument, kConfigError };
+// All three: what the loaders of a model directory (trained_model.h) may throw, since they read a
+// config, a checkpoint and a tokenizer; the CLI turns each into one line.
+inline std::vector<Rejection> any_documented_rejection() {
+  return {Rejection::kRuntimeError, Rejection::kInvalidArgument, Rejection::kConfigError};
+}
 
 // Runs `read`. Returns normally when it succeeds or throws one of `allowed` (tested by dynamic_cast,
 // so subclasses count) with a non-empty message free of newlines; otherwise prints the exception and

@@ -198,6 +198,22 @@ TEST(HangReport, EncodeDecodeWithoutWaiting) {
   EXPECT_FALSE(back.waiting.has_value());
 }
 
+// A message with a field that does not read (found by tests/fuzz/fuzz_flight_summary): the rank
+// counts as one that did not answer, and the diagnosis names it, instead of std::stoi throwing
+// in rank 0 while it diagnoses a hang.
+TEST(HangReport, UnreadableSummaryCountsAsSilent) {
+  for (const std::string text : {"rank\tx\n", "rank\t1\ngroup\tdp[0,1]\t99999999999999999999999\t1\n",
+                                 "rank\t1\ngroup\tdp[0,1]\t3\t2\nwaiting\tdp[0,1]\tbogus\t1\t2\t3.5\n",
+                                 "rank\t1\nwaiting\tdp[0,1]\tall_reduce\t1\t2\tsoon\n"}) {
+    const RankFlightSummary s = decode(text);
+    EXPECT_FALSE(s.answered) << text;
+    EXPECT_TRUE(s.groups.empty()) << text;
+    EXPECT_FALSE(s.waiting.has_value()) << text;
+  }
+  EXPECT_TRUE(members_of("dp[0,x]").empty());
+  EXPECT_TRUE(members_of("dp[0,99999999999]").empty());
+}
+
 TEST(HangReport, SummarizeReadsTheRecorder) {
   FlightRecorder recorder(4);
   recorder.finish(recorder.start("dp[0,1]", OpKind::kAllReduce, 8));
