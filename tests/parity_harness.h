@@ -1,8 +1,8 @@
 // Layout parity harness for multi-rank tests: trains the same config on one rank (a communicator
 // of its own) and on all launched ranks in the configured layout, then checks that losses and
 // pre-clip gradient norms agree within 1e-5 relative for every step, that each rank's piece of
-// every parameter (and of the first step's gradients) matches the matching slice of the one-rank
-// tensor, that validation losses agree, and that data-parallel replicas are bitwise identical.
+// every parameter (1e-4) and of the first step's gradients (1e-5) matches the matching slice of the
+// one-rank tensor, that validation losses agree, and that data-parallel replicas are bitwise identical.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -81,16 +81,23 @@ inline RunResult train_single_rank(Config config) {
 // Relative L2 error of this rank's piece of every tensor against the one-rank tensor's slice.
 // (Elementwise, AdamW's m/sqrt(v) turns 1e-7 rounding noise in near-zero gradients into visible
 // differences of single elements, which a per-tensor norm weighs for what they are.)
+// `tolerance`: 1e-5 for one step's gradients. Parameters after many AdamW steps get
+// kAdamWParameterTolerance: the normalised update grows the rounding differences of other GEMM
+// shapes (microbatches, stage boundaries) step by step, and how far depends on the CPU's BLAS path
+// -- a 2-stage pipeline's o_proj after 20 steps was 1.8e-5 on an AMD EPYC (AVX2), under 1e-5 on the
+// machines before. A real fault (a lost microbatch, a wrong scale) is 1e-3 or more.
+constexpr double kAdamWParameterTolerance = 1e-4;
 inline void expect_pieces_match(const Config& config, int tp_rank,
                                 const std::map<std::string, at::Tensor>& ours,
-                                const std::map<std::string, at::Tensor>& reference, const char* what) {
+                                const std::map<std::string, at::Tensor>& reference, const char* what,
+                                double tolerance = 1e-5) {
   for (const auto& [name, piece] : ours) {
     const at::Tensor expected = atl::runtime::LlamaModel::shard_of(config.model, config.parallel.tp, tp_rank,
                                                                    name, reference.at(name));
     ASSERT_EQ(piece.sizes(), expected.sizes()) << name;
     const double scale = expected.norm().item<double>();
     const double error = (piece - expected).norm().item<double>() / (scale > 0 ? scale : 1.0);
-    EXPECT_LT(error, 1e-5) << what << " " << name;
+    EXPECT_LT(error, tolerance) << what << " " << name;
   }
 }
 
@@ -109,7 +116,8 @@ inline void expect_parity(const Config& config) {
   const int tp_rank = world->rank() % config.parallel.tp;
   expect_pieces_match(config, tp_rank, dp.first_step_grads, reference.first_step_grads,
                       "first-step gradient");
-  expect_pieces_match(config, tp_rank, dp.final_params, reference.final_params, "parameter after 20 steps");
+  expect_pieces_match(config, tp_rank, dp.final_params, reference.final_params, "parameter after 20 steps",
+                      kAdamWParameterTolerance);
   EXPECT_NEAR(dp.val_loss, reference.val_loss, 1e-5 * reference.val_loss);
 
   // Data-parallel replicas agree bitwise: each piece against the first dp replica's, over the dp
