@@ -353,8 +353,9 @@ void check_chunk_in_file(const std::string& checkpoint_dir, const proto::Tensor&
   auto known = file_sizes.find(c.file());
   if (known == file_sizes.end()) {
     std::error_code error;
-    const uint64_t size = fs::is_regular_file(path, error) ? fs::file_size(path, error) : 0;
-    if (error || !fs::is_regular_file(path, error))
+    const bool present = fs::is_regular_file(path, error);
+    const uint64_t size = present ? fs::file_size(path, error) : 0;
+    if (!present || error)
       throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
     known = file_sizes.emplace(c.file(), size).first;
   }

@@ -563,7 +563,10 @@ std::vector<std::string> one_line_each(const std::vector<std::string>& problems)
 }  // namespace
 
 ConfigError::ConfigError(const std::vector<std::string>& problems)
-    : std::runtime_error(joined(one_line_each(problems), "\n")), problems_(one_line_each(problems)) {}
+    : ConfigError(one_line_each(problems), 0) {}
+
+ConfigError::ConfigError(std::vector<std::string> lines, int)
+    : std::runtime_error(joined(lines, "\n")), problems_(std::move(lines)) {}
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
   YAML::Node root;

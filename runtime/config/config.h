@@ -298,6 +298,7 @@ class ConfigError : public std::runtime_error {
   const std::vector<std::string>& problems() const { return problems_; }
 
  private:
+  ConfigError(std::vector<std::string> lines, int);  // lines already one_line'd
   std::vector<std::string> problems_;
 };
 
