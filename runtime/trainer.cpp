@@ -105,11 +105,11 @@ struct Trainer::State {
 
   // Islands with a membership per round, after resuming: when the others are past this island's
   // phi, it meets their next round before training, takes their state and continues at that round's
-  // step. A round that closed just before it arrived is followed by the next.
-  void catch_up_with_the_islands() {
-    if (!layout.rounds) return;
+  // step. A round that closed just before it arrived is followed by the next. Returns whether it did.
+  bool catch_up_with_the_islands() {
+    if (!layout.rounds) return false;
     const std::optional<int64_t> first = layout.rounds->round_to_catch_up(step);
-    if (!first) return;
+    if (!first) return false;
     log->line("islands: the others are past this island's step " + std::to_string(step) + "; meeting round " +
               std::to_string(*first) + " to take their state");
     constexpr int kRounds = 3;
@@ -117,7 +117,7 @@ struct Trainer::State {
       if (outer_round(round) == 0) continue;
       step = round * layout.rounds->inner_steps();
       layout.data_parallel->after_optimizer_step();  // compute copies and ZeRO gathers of the new theta
-      return;
+      return true;
     }
     throw std::runtime_error("islands: rounds " + std::to_string(*first) + " to " +
                              std::to_string(*first + kRounds - 1) +
@@ -452,8 +452,38 @@ void Trainer::run() {
   const auto due = [&c](int64_t step, int every) {
     return every > 0 && (step % every == 0 || step == c.train.steps);
   };
-  s.catch_up_with_the_islands();
+  // The end of step `step`: the checkpoint, validation and sample due at it.
+  const auto step_done = [&](int64_t step) {
+    if (due(step, c.checkpoint.every)) {
+      const auto t0 = Clock::now();
+      last_dir = save_checkpoint();
+      last_saved = step;
+      s.log->checkpoint(step, last_dir, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    if (due(step, c.train.eval_every) && c.train.eval_sequences > 0) {
+      const double val_loss = evaluate();
+      // This island's theta (val_loss), every island's and phi; with a membership per round, whose
+      // last group may have lost a member since, this island's alone.
+      std::optional<IslandValidation> islands;
+      if (s.layout.outer)
+        islands = IslandValidation{
+            s.mesh().coord().island,
+            s.layout.rounds ? std::vector<double>{} : comm::all_gather_value(s.mesh().island(), val_loss),
+            evaluate_outer()};
+      s.log->validation(step, val_loss, islands);
+    }
+    if (due(step, c.train.sample_every)) {
+      const auto weights =
+          gather_canonical_weights(c, s.mesh(), *s.layout.params, full_parameters(), *s.control);
+      if (s.mesh().rank() == 0)
+        s.log->sample(step, c.train.sample_prompt, sample_text(c, weights, *s.tokenizer, step));
+    }
+  };
+  const bool caught_up = s.catch_up_with_the_islands();
   s.log->start(s.step, s.mesh().shape().world_size());
+  // An island that took the others' state at a round's step finishes that step as they did: a
+  // catch-up at the last step must still be committed and validated, not end with nothing saved.
+  if (caught_up) step_done(s.step);
   while (s.step < c.train.steps) {
     const StepMetrics m = train_step();
     s.log->step(m);
@@ -466,30 +496,7 @@ void Trainer::run() {
             "set train.on_nonfinite=skip to skip such steps");
     }
     s.log->progress(m);
-    if (due(m.step, c.checkpoint.every)) {
-      const auto t0 = Clock::now();
-      last_dir = save_checkpoint();
-      last_saved = m.step;
-      s.log->checkpoint(m.step, last_dir, std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    if (due(m.step, c.train.eval_every) && c.train.eval_sequences > 0) {
-      const double val_loss = evaluate();
-      // This island's theta (val_loss), every island's and phi; with a membership per round, whose
-      // last group may have lost a member since, this island's alone.
-      std::optional<IslandValidation> islands;
-      if (s.layout.outer)
-        islands = IslandValidation{
-            s.mesh().coord().island,
-            s.layout.rounds ? std::vector<double>{} : comm::all_gather_value(s.mesh().island(), val_loss),
-            evaluate_outer()};
-      s.log->validation(m.step, val_loss, islands);
-    }
-    if (due(m.step, c.train.sample_every)) {
-      const auto weights =
-          gather_canonical_weights(c, s.mesh(), *s.layout.params, full_parameters(), *s.control);
-      if (s.mesh().rank() == 0)
-        s.log->sample(m.step, c.train.sample_prompt, sample_text(c, weights, *s.tokenizer, m.step));
-    }
+    step_done(m.step);
     if (const int signal = s.preemption.agreed_signal(*s.control)) {
       // Preempted: this step is done; commit it synchronously and leave.
       s.log->preempted(m.step, signal, signal_name(signal), commit_now());
