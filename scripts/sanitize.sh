@@ -1,20 +1,71 @@
 #!/usr/bin/env bash
-# The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer: a build of Atoll's own code
-# with -fsanitize=address,undefined (LibTorch, MPI and the other libraries are not instrumented) into
-# build-asan/, then atoll_unit_tests with every report fatal. A developer's check before landing
-# (it is not part of scripts/test.sh: the instrumented build takes ~15 minutes on 2 cores).
-# Usage: bash scripts/sanitize.sh [GTEST_FILTER]
+# Atoll's tests under the sanitizers (see the README's Reliability section).
+#   bash scripts/sanitize.sh address [CTEST_ARGS...]
+#       AddressSanitizer + UndefinedBehaviorSanitizer over the whole CPU suite: unit tests, the
+#       multi-rank tests under mpirun, the CLI and island-job scripts, interop, the fuzz replays.
+#       The developer's check before landing.
+#   bash scripts/sanitize.sh unit [CTEST_ARGS...]
+#       The same over the unit tests and the fuzz replays only: what scripts/test.sh runs every time.
+#   bash scripts/sanitize.sh thread [CTEST_ARGS...]
+#       ThreadSanitizer over the tests of the threaded parts: the async checkpoint saver, the
+#       watchdog, the pipeline's background MPI progress, the delayed outer exchange, the island
+#       lease's heartbeat, the data preparation pool.
+# Each mode has its own clang build (scripts/sanitizer_build.sh: build-asan/, shared with the fuzz
+# targets, and build-tsan/). Every report is also written to build-*/reports/ (log_path),
+# and the run fails if any was written: a report in a process whose failure a test expects (a rank
+# killed on purpose, an exit 2 on bad input) still counts. CTEST_ARGS narrow the run, e.g. -R unit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
+shift || true
+source scripts/sanitizer_build.sh
+select=(-LE gpu)  # address: the whole CPU suite
+build_targets=()
+case $mode in
+  address) ;;
+  unit)
+    select=(-R '^(unit|fuzz_replay_.*)$')
+    build_targets=(--target atoll_unit_tests)
+    for source in tests/fuzz/fuzz_*.cpp; do
+      name=$(basename "$source" .cpp)
+      [[ $name == fuzz_input ]] || build_targets+=(--target "${name}_replay")
+    done
+    ;;
+  thread)
+    # The tests that run Atoll's threads: unit (the data preparation pool, the flight recorder,
+    # the outer optimizers' delayed exchange), checkpoints (async saver, and the watchdog in every
+    # trainer run), pipeline parity (background progress), islands in one world (delayed exchange)
+    # and as processes (lease heartbeat, Gloo), and cli_operations (the watchdog catching a hang).
+    select=(-R '^(unit|test_checkpoint_np2|test_pipeline_parity_np2|test_islands_np2|test_island_lease|test_gloo_communicator|test_island_rendezvous|cli_operations)$')
+    build_targets=(--target atoll --target atoll_unit_tests --target test_checkpoint --target test_pipeline_parity
+      --target test_islands --target test_island_lease --target test_gloo_communicator --target test_island_rendezvous)
+    ;;
+  *)
+    echo "sanitize.sh: the mode must be 'address', 'unit' or 'thread', not '$mode'; e.g. bash scripts/sanitize.sh address" >&2
+    exit 2
+    ;;
+esac
+build_mode=$mode
+[[ $mode == unit ]] && build_mode=address
+dir=$(sanitizer_build_dir "$build_mode")
 bash scripts/install-deps.sh
-mkdir -p build-asan
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATOLL_SANITIZE=address \
-  -DATOLL_WITH_CUDA=OFF -DATOLL_BUILD_BENCH=OFF >build-asan/configure.log 2>&1 ||
-  { cat build-asan/configure.log >&2; exit 1; }
-cmake --build build-asan -j "${ATOLL_BUILD_JOBS:-2}" --target atoll_unit_tests
-# Leaks are not checked: LibTorch keeps allocations alive until exit by design (its caching
-# allocators and registries), which LeakSanitizer reports from uninstrumented code.
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export OMP_NUM_THREADS=1
-build-asan/tests/atoll_unit_tests --gtest_filter="${1:-*}"
+configure_sanitizer_build "$build_mode"
+cmake --build "$dir" -j "${ATOLL_BUILD_JOBS:-2}" "${build_targets[@]}"
+
+reports=$PWD/$dir/reports
+rm -rf "$reports"
+mkdir -p "$reports"
+export_sanitizer_options "$reports"
+status=0
+(cd "$dir" && ctest --output-on-failure --timeout 1800 "${select[@]}" "$@") || status=$?
+found=$(find "$reports" -type f | sort)
+if [[ -n $found ]]; then
+  for report in $found; do
+    echo "=== $report"
+    head -n 80 "$report"
+  done
+  echo "sanitize.sh: $(wc -l <<<"$found") sanitizer report(s) in $reports (above)" >&2
+  exit 1
+fi
+((status == 0)) || { echo "sanitize.sh: tests failed under $mode sanitizers (no report written)" >&2; exit "$status"; }
+echo "sanitize.sh: $mode: every selected test passed, no sanitizer report"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs the whole suite (unit tests and
 # multi-rank tests under mpirun) through CTest, then fuzzes every file reader for ATOLL_FUZZ_SECONDS
-# (default 20) each.
+# (default 20) each and runs the unit tests under ASan + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -11,12 +11,15 @@ export OMP_NUM_THREADS=1
 cd build
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
 cd ..
-# Every reader fuzzed briefly under ASan + UBSan (tests/fuzz/run.sh: a clang build in build-fuzz/),
-# beyond the replays of its seeds and regression inputs above. Skipped when ctest was given
-# arguments (a partial run) or with ATOLL_FUZZ_SECONDS=0.
-fuzz_seconds=${ATOLL_FUZZ_SECONDS:-20}
-if (($# == 0)) && ((fuzz_seconds > 0)); then
-  bash tests/fuzz/run.sh "$fuzz_seconds"
+# The sanitizers, from one clang build (build-asan/, scripts/sanitizer_build.sh): every reader
+# fuzzed briefly under ASan + UBSan (tests/fuzz/run.sh), beyond the replays of its seeds and
+# regression inputs above, then the unit tests and those replays under ASan + UBSan
+# (scripts/sanitize.sh unit; the multi-rank tests and TSan are `sanitize.sh address` / `thread`).
+# Skipped when ctest was given arguments (a partial run); ATOLL_FUZZ_SECONDS=0 skips the fuzzing.
+if (($# == 0)); then
+  fuzz_seconds=${ATOLL_FUZZ_SECONDS:-20}
+  ((fuzz_seconds == 0)) || bash tests/fuzz/run.sh "$fuzz_seconds"
+  bash scripts/sanitize.sh unit
 fi
 cd build
 # The GPU suite (label gpu) runs where this node has a GPU; each of its tests also checks that there

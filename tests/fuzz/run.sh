@@ -2,13 +2,14 @@
 # Fuzzes every reader of a file Atoll is handed (tests/fuzz/fuzz_*.cpp) with libFuzzer, under
 # AddressSanitizer + UndefinedBehaviorSanitizer.
 #   bash tests/fuzz/run.sh [SECONDS] [TARGET...]     (default: 20 s per target, every target)
-# Builds build-fuzz/ with clang (Atoll's code instrumented; LibTorch and the system libraries not),
-# then runs the targets ATOLL_FUZZ_JOBS (default 2) at a time, each for SECONDS over a working copy
-# of its corpus (build-fuzz/corpus/NAME, kept between runs) seeded from tests/fuzz/corpus/NAME and
+# Builds the targets in build-asan/ with clang (scripts/sanitizer_build.sh: Atoll's code instrumented;
+# LibTorch and the system libraries not; scripts/sanitize.sh address runs the suite from the same
+# build), then runs them ATOLL_FUZZ_JOBS (default 2) at a time, each for SECONDS over a working copy
+# of its corpus (build-asan/corpus/NAME, kept between runs) seeded from tests/fuzz/corpus/NAME and
 # tests/fuzz/regressions/NAME. A finding is any crash, sanitizer report, uncaught or undocumented
 # exception (fuzz_input.h), input slower than 10 s, or single allocation over 512 MiB (no input here
 # is more than a few hundred KiB, so nothing a reader allocates from it should come near that); its
-# input is kept in build-fuzz/findings/NAME/. Prints executions and coverage per target; exits 1 if
+# input is kept in build-asan/findings/NAME/. Prints executions and coverage per target; exits 1 if
 # any target found something.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,27 +31,22 @@ for name in "${targets[@]}"; do
 done
 
 bash scripts/install-deps.sh
-clang=${ATOLL_FUZZ_CLANG:-clang++-16}
-mkdir -p build-fuzz
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$clang" \
-  -DATOLL_FUZZ=ON -DATOLL_BUILD_TESTS=OFF -DATOLL_BUILD_BENCH=OFF -DATOLL_WITH_CUDA=OFF \
-  >build-fuzz/configure.log 2>&1 || { grep -E "^Atoll: " build-fuzz/configure.log >&2 || cat build-fuzz/configure.log >&2; exit 1; }
+source scripts/sanitizer_build.sh
+build=$(sanitizer_build_dir address)
+configure_sanitizer_build address
 build_targets=()
 for name in "${targets[@]}"; do build_targets+=(--target "fuzz_$name"); done
-cmake --build build-fuzz -j "${ATOLL_BUILD_JOBS:-2}" "${build_targets[@]}"
+cmake --build "$build" -j "${ATOLL_BUILD_JOBS:-2}" "${build_targets[@]}"
 
-# Leaks are not checked: LibTorch keeps allocations alive until exit by design.
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer
-export OMP_NUM_THREADS=1
+# Without log_path: libFuzzer keeps each report in the target's log beside its input.
+export_sanitizer_options
 fuzz_one() {
-  local name=$1 out=build-fuzz/logs/$1.log
-  local work=build-fuzz/corpus/$name findings=build-fuzz/findings/$name/
-  mkdir -p "$work" "$findings" build-fuzz/logs
+  local name=$1 out=$build/logs/$1.log
+  local work=$build/corpus/$name findings=$build/findings/$name/
+  mkdir -p "$work" "$findings" "$build/logs"
   local inputs=("$work" "tests/fuzz/corpus/$name")
   [[ -d tests/fuzz/regressions/$name ]] && inputs+=("tests/fuzz/regressions/$name")
-  if build-fuzz/fuzz/fuzz_"$name" "${inputs[@]}" -max_total_time="$seconds" -timeout=10 \
+  if "$build/fuzz/fuzz_$name" "${inputs[@]}" -max_total_time="$seconds" -timeout=10 \
     -malloc_limit_mb=512 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$findings" >"$out" 2>&1; then
     echo ok >"$out.result"
   else
@@ -68,7 +64,7 @@ failed=0
 found=0
 printf "%-16s %12s %9s %7s %8s %7s  %s\n" target executions "exec/s" cov features corpus result
 for name in "${targets[@]}"; do
-  log=build-fuzz/logs/$name.log
+  log=$build/logs/$name.log
   result=$(cat "$log.result")
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
@@ -81,7 +77,7 @@ for name in "${targets[@]}"; do
   if [[ $result != ok ]]; then
     failed=1
     found=$((found + 1))
-    echo "  $name: see $log; the input is in build-fuzz/findings/$name/" >&2
+    echo "  $name: see $log; the input is in $build/findings/$name/" >&2
     { grep -E "^fuzz: |SUMMARY|ERROR: " "$log" || true; } | head -5 | sed 's/^/  /' >&2
   fi
 done
