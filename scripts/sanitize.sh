@@ -10,8 +10,8 @@
 #       ThreadSanitizer over the tests of the threaded parts: the async checkpoint saver, the
 #       watchdog, the pipeline's background MPI progress, the delayed outer exchange, the island
 #       lease's heartbeat, the data preparation pool.
-# Each mode has its own clang build (scripts/sanitizer_build.sh: build-asan/, shared with the fuzz
-# targets, and build-tsan/). Every report is also written to build-*/reports/ (log_path),
+# The clang builds are scripts/sanitizer_build.sh's: build-asan/ for address and unit (shared with
+# the fuzz targets), build-tsan/ for thread. Every report is also written to build-*/reports/ (log_path),
 # and the run fails if any was written: a report in a process whose failure a test expects (a rank
 # killed on purpose, an exit 2 on bad input) still counts. CTEST_ARGS narrow the run, e.g. -R unit.
 set -euo pipefail
@@ -25,11 +25,7 @@ case $mode in
   address) ;;
   unit)
     select=(-R '^(unit|fuzz_replay_.*)$')
-    build_targets=(--target atoll_unit_tests)
-    for source in tests/fuzz/fuzz_*.cpp; do
-      name=$(basename "$source" .cpp)
-      [[ $name == fuzz_input ]] || build_targets+=(--target "${name}_replay")
-    done
+    build_targets=(--target atoll_unit_tests --target fuzz_replays)
     ;;
   thread)
     # The tests that run Atoll's threads: unit (the data preparation pool, the flight recorder,

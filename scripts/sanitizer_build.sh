@@ -1,4 +1,4 @@
-# Sourced by scripts/sanitize.sh, tests/fuzz/run.sh and scripts/test.sh: the clang builds with the
+# Sourced by scripts/sanitize.sh and tests/fuzz/run.sh: the clang builds with the
 # sanitizers (Atoll's code instrumented; LibTorch, MPI and the system libraries not) and the
 # options their runs share.
 #   address: build-asan/, ASan + UBSan and libFuzzer's coverage instrumentation (-DATOLL_FUZZ=ON):
@@ -42,8 +42,7 @@ export_sanitizer_options() {
   # allocators and registries), which LeakSanitizer reports from uninstrumented code.
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1$log
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1$log
-  export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1:suppressions=$PWD/tests/sanitize/tsan.supp$log
   export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer
-  export TSAN_OPTIONS=$TSAN_OPTIONS:external_symbolizer_path=$ASAN_SYMBOLIZER_PATH
+  export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1:suppressions=$PWD/tests/sanitize/tsan.supp:external_symbolizer_path=$ASAN_SYMBOLIZER_PATH$log
   export OMP_NUM_THREADS=1
 }
