@@ -98,6 +98,9 @@ def main():
     p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16", help="bf16: torch.autocast to bfloat16")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test over gloo")
     p.add_argument("--data", default="", help="llm.c token shard (default: random tokens)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (Inductor: fused norms, RoPE, SwiGLU and loss); compile time "
+                        "falls in the warm-up steps")
     a = p.parse_args()
     if a.dim % a.heads or a.heads % a.kv_heads:
         p.error("dim must divide by heads, heads by kv-heads")
@@ -132,6 +135,8 @@ def main():
     if world > 1:
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+    if a.compile:
+        model = torch.compile(model)
     named = list(model.named_parameters())
     groups = [{"params": [p for n, p in named if "norm" not in n], "weight_decay": 0.1},
               {"params": [p for n, p in named if "norm" in n], "weight_decay": 0.0}]
@@ -164,7 +169,7 @@ def main():
     tokens_per_s = a.global_batch * a.seq / step_s
     flops = training_flops_per_token(a)
     mfu_datasheet = tokens_per_s * flops / (peak_datasheet * world) if peak_datasheet else 0.0
-    say(f"pytorch_gpu gpus={world} tokens_per_s={tokens_per_s:.1f} step_s={step_s:.4f} flops_per_token={flops:.6g} "
+    say(f"pytorch_gpu compiled={int(a.compile)} gpus={world} tokens_per_s={tokens_per_s:.1f} step_s={step_s:.4f} flops_per_token={flops:.6g} "
         f"peak_flops_measured={peak_measured:.6g} peak_flops_datasheet={peak_datasheet:.6g} "
         f"mfu_measured={tokens_per_s * flops / (peak_measured * world):.4f} mfu_datasheet={mfu_datasheet:.4f} "
         f"peak_bytes={int(peak_bytes.item())}", flush=True)

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <exception>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -113,11 +114,25 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, int device,
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ && !aborted_) ncclCommDestroy(comm_);
+  if (!comm_ || aborted_) return;
+  // Unwinding from an error: recent NCCL's destroy talks to the peers, which may never answer (they
+  // wait in a collective this rank will not join), and this rank would block instead of exiting.
+  // Abort is local.
+  if (std::uncaught_exceptions() > 0)
+    ncclCommAbort(comm_);
+  else
+    ncclCommDestroy(comm_);
 }
 
 template <typename Enqueue>
 WorkPtr NcclCommunicator::run(std::vector<at::Tensor> tensors, uint64_t record, Enqueue enqueue) {
+  // After the watchdog's abort the communicator is freed: nothing may be enqueued on it again (the
+  // lock keeps an abort from freeing it halfway through an enqueue).
+  const std::lock_guard<std::mutex> enqueue_lock(enqueue_mutex_);
+  if (aborted_)
+    throw std::runtime_error("NCCL communicator of group '" + name_ +
+                             "' was aborted (by the watchdog, after a hang or an NCCL error); no further "
+                             "operation can run on it");
   CUDA_CHECK(cudaSetDevice(device_));
   at::cuda::CUDAEvent ready;  // what the current stream has queued so far: the tensors' producers
   ready.record(c10::cuda::getCurrentCUDAStream(device_));
@@ -138,6 +153,9 @@ WorkPtr NcclCommunicator::run(std::vector<at::Tensor> tensors, uint64_t record, 
 }
 
 std::string NcclCommunicator::poll() {
+  // The watchdog's thread: without this, querying an event would make the thread's current device
+  // (GPU 0) hold a context of this process, ~0.5 GiB on GPU 0 for every rank of the node.
+  cudaSetDevice(device_);
   {
     const std::lock_guard<std::mutex> lock(pending_mutex_);
     // One stream: operations complete in the order they were enqueued.
@@ -154,6 +172,7 @@ std::string NcclCommunicator::poll() {
 }
 
 void NcclCommunicator::abort() {
+  const std::lock_guard<std::mutex> enqueue_lock(enqueue_mutex_);
   if (!aborted_.exchange(true)) ncclCommAbort(comm_);
 }
 

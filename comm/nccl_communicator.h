@@ -10,7 +10,7 @@
 //
 // Under the watchdog (DeviceBackend): every operation enters the flight recorder like MPI's, its
 // record closed by poll() once its completion event has fired; poll() also reports
-// ncclCommGetAsyncError, and abort() calls ncclCommAbort.
+// ncclCommGetAsyncError, and abort() calls ncclCommAbort; after it every operation throws (one line).
 #pragma once
 
 #include <ATen/cuda/CUDAEvent.h>
@@ -78,6 +78,7 @@ class NcclCommunicator final : public Communicator, public DeviceBackend {
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
   std::mutex pending_mutex_;  // the watchdog polls from its thread
+  std::mutex enqueue_mutex_;  // an enqueue and the watchdog's abort never overlap
   std::deque<Pending> pending_;
   std::atomic<bool> aborted_{false};
 };

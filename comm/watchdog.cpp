@@ -65,47 +65,49 @@ void Watchdog::watch() {
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
     // Device operations complete out of the host's sight: close their records before judging.
-    if (const std::string error = poll_backends(); !error.empty()) abort_job(error, Clock::now());
+    if (const std::string error = poll_backends(); !error.empty()) abort_job(error, Clock::now(), true);
     if (const std::optional<FlightRecord> oldest = recorder_.oldest_in_flight()) {
       const double waited = recorder_.now_s() - oldest->start_s;
       if (waited > options_.timeout_s) {
-        const Clock::time_point detected = Clock::now();
-        const int me = channel_->rank();
-        // Tell everyone; the sends complete (or not) while we gather: never block on them.
-        std::vector<MPI_Request> sends(static_cast<size_t>(channel_->size()), MPI_REQUEST_NULL);
-        for (int r = 0; r < channel_->size(); ++r)
-          if (r != me) MPI_Isend(&me, 1, MPI_INT, r, kNoticeTag, comm, &sends[static_cast<size_t>(r)]);
         char line[512];
         std::snprintf(line, sizeof line, "%s #%llu on %s has waited %.1f s, more than comm.timeout_s = %g",
                       op_name(oldest->op), static_cast<unsigned long long>(oldest->seq),
                       oldest->group.c_str(), waited, options_.timeout_s);
-        abort_job(line, detected);
+        abort_job(line, Clock::now(), true);
       }
     }
     int heard = 0;
     MPI_Test(&notice, &heard, MPI_STATUS_IGNORE);
     if (heard)
       abort_job("rank " + std::to_string(notice_from) + " saw a collective exceed comm.timeout_s",
-                Clock::now());
+                Clock::now(), false);
   }
   MPI_Cancel(&notice);
   MPI_Wait(&notice, MPI_STATUS_IGNORE);
 }
 
-void Watchdog::abort_job(const std::string& reason, Clock::time_point detected) {
+void Watchdog::abort_job(const std::string& reason, Clock::time_point detected, bool tell_others) {
   const MPI_Comm comm = channel_->handle();
   const int me = channel_->rank(), size = channel_->size();
-  {
-    // No kernel of this rank may stay stuck waiting for a peer that is gone.
-    const std::lock_guard<std::mutex> lock(backends_mutex_);
-    for (DeviceBackend* backend : backends_) backend->abort();
-  }
-  // Local first: the dump survives whatever the network does next.
+  // Tell everyone first, so that their exit timers start now; the sends complete (or not) while we
+  // gather: never block on them.
+  std::vector<MPI_Request> sends(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  if (tell_others)
+    for (int r = 0; r < size; ++r)
+      if (r != me) MPI_Isend(&me, 1, MPI_INT, r, kNoticeTag, comm, &sends[static_cast<size_t>(r)]);
+  // Then the dump, locally: it survives whatever the network and the device do next.
   std::error_code ignored;
   std::filesystem::create_directories(options_.flight_dir, ignored);
   const std::string dump = options_.flight_dir + "/rank-" + std::to_string(me) + ".json";
   std::ofstream(dump) << recorder_.to_json(me, reason);
   const std::string summary = encode(summarize(me, recorder_));
+  // No kernel of this rank may stay stuck waiting for a peer that is gone: abort the device
+  // backends, on a thread of their own, since an abort can itself block (a kernel still spinning
+  // on another communicator); the deadlines below end the process whether or not it returns.
+  std::thread([this] {
+    const std::lock_guard<std::mutex> lock(backends_mutex_);
+    for (DeviceBackend* backend : backends_) backend->abort();
+  }).detach();
 
   if (me != 0) {
     MPI_Request sent;

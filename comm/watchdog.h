@@ -38,15 +38,18 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   // Also polls `backends` (NCCL planes) every tick: their completed operations close their flight
-  // records, an asynchronous error aborts the job like a hang, and a hang aborts them first. They
-  // must outlive the watchdog.
+  // records, an asynchronous error aborts the job like a hang, and a hang aborts them too (after
+  // the other ranks are told and the dump is written). They must outlive the watchdog.
   void watch(const std::vector<DeviceBackend*>& backends);
 
  private:
   void watch();
   // The first asynchronous error any backend reports ("" if none).
   std::string poll_backends();
-  [[noreturn]] void abort_job(const std::string& reason, std::chrono::steady_clock::time_point detected);
+  // Tells the other ranks (unless they told us: `tell_others` false), dumps, aborts the device
+  // backends without waiting on them, then diagnoses (rank 0) and ends the process.
+  [[noreturn]] void abort_job(const std::string& reason, std::chrono::steady_clock::time_point detected,
+                              bool tell_others);
 
   const FlightRecorder& recorder_;
   const WatchdogOptions options_;

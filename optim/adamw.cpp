@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -23,11 +24,56 @@ FlatAdamW::FlatAdamW(std::vector<at::Tensor> values, at::Tensor grads, std::vect
   if (offset != grads_.numel())
     throw std::invalid_argument("FlatAdamW: value segments hold " + std::to_string(offset) +
                                 " elements but the gradients " + std::to_string(grads_.numel()));
+  if (options_.fused) build_fused_runs();
+}
+
+void FlatAdamW::build_fused_runs() {
+  // Where decay starts and stops along the concatenated coordinate, then each value segment cut there.
+  std::vector<DecaySegment> decay = decay_;
+  std::sort(decay.begin(), decay.end(),
+            [](const DecaySegment& a, const DecaySegment& b) { return a.offset < b.offset; });
+  auto add_run = [this](bool decayed, size_t segment, int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    Runs& runs = decayed ? decayed_ : undecayed_;
+    runs.values.push_back(values_[segment].narrow(0, begin - value_offsets_[segment], end - begin));
+    runs.grads.push_back(grads_.narrow(0, begin, end - begin));
+    runs.exp_avg.push_back(exp_avg_.narrow(0, begin, end - begin));
+    runs.exp_avg_sq.push_back(exp_avg_sq_.narrow(0, begin, end - begin));
+  };
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const int64_t first = value_offsets_[i], last = first + values_[i].numel();
+    int64_t at = first;
+    for (const DecaySegment& d : decay) {
+      const int64_t begin = std::max(d.offset, first), end = std::min(d.offset + d.numel, last);
+      if (begin >= end) continue;
+      add_run(false, i, at, begin);
+      add_run(true, i, begin, end);
+      at = end;
+    }
+    add_run(false, i, at, last);
+  }
+  step_count_ = at::zeros({}, grads_.options().dtype(at::kFloat));
+}
+
+void FlatAdamW::fused_step(double lr) {
+  step_count_.fill_(static_cast<double>(step_));
+  for (const bool decayed : {true, false}) {
+    Runs& runs = decayed ? decayed_ : undecayed_;
+    if (runs.values.empty()) continue;
+    const std::vector<at::Tensor> steps(runs.values.size(), step_count_);  // one step for every tensor
+    at::_fused_adamw_(runs.values, runs.grads, runs.exp_avg, runs.exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps,
+                      lr, options_.beta1, options_.beta2, decayed ? options_.weight_decay : 0.0, options_.eps,
+                      /*amsgrad=*/false, /*maximize=*/false);
+  }
 }
 
 void FlatAdamW::step(double lr) {
   at::NoGradGuard no_grad;
   ++step_;
+  if (options_.fused) {
+    fused_step(lr);
+    return;
+  }
   // Decoupled weight decay on the decayed runs, each cut at segment boundaries.
   if (options_.weight_decay != 0.0) {
     for (const DecaySegment& d : decay_) {

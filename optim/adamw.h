@@ -16,6 +16,9 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  // One pass of ATen's fused multi-tensor kernel (_fused_adamw_) in place of the ~9 elementwise
+  // passes: the same update, rounded differently (not bit-identical to torch::optim::AdamW).
+  bool fused = false;
 };
 
 // A run of elements of the flat buffer that receives weight decay.
@@ -48,6 +51,15 @@ class FlatAdamW {
   std::vector<DecaySegment> decay_;
   AdamWOptions options_;
   int64_t step_ = 0;
+
+  // The fused path: the update's tensors as runs of one weight decay each (views into the above).
+  struct Runs {
+    std::vector<at::Tensor> values, grads, exp_avg, exp_avg_sq;
+  };
+  void build_fused_runs();
+  void fused_step(double lr);
+  Runs decayed_, undecayed_;
+  at::Tensor step_count_;  // fp32 on the device: the kernel reads the bias-correction step from it
 };
 
 }  // namespace atl::optim

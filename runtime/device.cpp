@@ -1,7 +1,9 @@
 #include "runtime/device.h"
 
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <optional>
 
 #include "atoll/build_config.h"
@@ -21,7 +23,7 @@ struct NoGpu {
   std::string why, fix;
 };
 
-std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size) {
+std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, bool share_gpu) {
   if (!cuda_built)
     return NoGpu{
         "this atoll was built without the CUDA path",
@@ -32,25 +34,35 @@ std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size) {
         "no CUDA device is visible to this rank",
         " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
         "on the CPU"};
-  if (local_size > cuda_devices)
-    return NoGpu{
-        std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) + " GPU" +
-            (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
-        "; launch at most " + std::to_string(cuda_devices) + " ranks per node, or set run.device: cpu"};
+  if (local_size > cuda_devices && !share_gpu)
+    return NoGpu{std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) +
+                     " GPU" + (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
+                 "; launch at most " + std::to_string(cuda_devices) +
+                     " ranks per node, set run.share_gpu: true (for "
+                     "tests: slower NCCL over sockets), or set run.device: cpu"};
   return std::nullopt;
 }
 
 }  // namespace
 
 DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size) {
+                           int local_size, bool share_gpu) {
   if (requested == DeviceKind::kCpu) return {};
-  if (const std::optional<NoGpu> missing = no_gpu(cuda_built, cuda_devices, local_size)) {
+  if (const std::optional<NoGpu> missing = no_gpu(cuda_built, cuda_devices, local_size, share_gpu)) {
     if (requested == DeviceKind::kCuda)
       throw ConfigError({"config: run.device = cuda but " + missing->why + missing->fix});
     return {c10::Device(c10::kCPU), "device: run.device auto: " + missing->why + "; training on the CPU"};
   }
-  return {c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices))), ""};
+  DeviceChoice choice{
+      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices))), ""};
+  if (local_size > cuda_devices) {
+    choice.shares_gpu = true;
+    choice.note = "device: run.share_gpu: " + std::to_string(local_size) + " ranks on this node share " +
+                  std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s") +
+                  "; each rank has its own NCCL host id (NCCL_HOSTID), so NCCL joins them over its socket "
+                  "transport: real NCCL, for tests, not for speed";
+  }
+  return choice;
 }
 
 int visible_cuda_devices() {
@@ -67,6 +79,11 @@ void bind_device(const c10::Device& device) {
 #else
   (void)device;
 #endif
+}
+
+void use_deterministic_kernels() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
 }
 
 std::string gpu_name(const c10::Device& device) {

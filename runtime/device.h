@@ -12,15 +12,19 @@ namespace atl::runtime {
 
 struct DeviceChoice {
   c10::Device device = c10::Device(c10::kCPU);
-  std::string note;  // said once at start-up by rank 0 when auto fell back to the CPU (else empty)
+  // Said once at start-up by rank 0 when auto fell back to the CPU, or when ranks share GPUs (else empty).
+  std::string note;
+  bool shares_gpu = false;  // more ranks on this node than GPUs, allowed by run.share_gpu
 };
 
 // auto: cuda:device_for(local_rank) when this build has the CUDA path and the node's `local_size`
 // ranks each have a GPU of the `cuda_devices` (NCCL refuses two ranks of a group on one GPU), else
 // the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is no GPU,
-// too few of them, or no CUDA path in the build. cpu: the CPU.
+// too few of them, or no CUDA path in the build. cpu: the CPU. `share_gpu` (run.share_gpu) lets more
+// ranks than GPUs on a node through, round robin, with a note: each such rank then needs a NCCL host
+// identity of its own (comm/nccl_host_identity.h) before its first NCCL call.
 DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size = 1);
+                           int local_size = 1, bool share_gpu = false);
 
 // The GPUs this process sees (0 with a CPU-only LibTorch or no driver).
 int visible_cuda_devices();
@@ -30,6 +34,11 @@ bool cuda_path_built();
 // Makes `device` this thread's current CUDA device (nothing for the CPU), so that every later CUDA
 // call, NCCL's included, lands on it.
 void bind_device(const c10::Device& device);
+
+// Deterministic kernels for the rest of the process (run.deterministic): LibTorch's deterministic
+// algorithms (warning, not failing, where an operation has none) and, unless the user set one, the
+// fixed cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG) cuBLAS needs to repeat itself. Before any matmul.
+void use_deterministic_kernels();
 
 // The GPU's name, e.g. "NVIDIA H100 80GB HBM3" ("" for the CPU).
 std::string gpu_name(const c10::Device& device);

@@ -278,9 +278,11 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
                                                                          p.zero, scalar_type(p.reduce_dtype));
   parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
+  const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
+                             kernel_on(config.kernels.native_gqa, device.is_cuda())};
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
-                                                         p.sequence_parallel, part, gate));
+                                                         p.sequence_parallel, part, gate, kernels));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);
@@ -288,9 +290,11 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
   const OptimConfig& o = config.optim;
+  const bool fused = kernel_on(config.kernels.fused_adamw, device.is_cuda());
   layout.optimizer = std::make_unique<optim::FlatAdamW>(
       layout.data_parallel->optimizer_values(), layout.data_parallel->optimizer_grads(),
-      decay_segments(*layout.data_parallel), optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay});
+      decay_segments(*layout.data_parallel),
+      optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, fused});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
   add_islands(config, world, layout, std::move(authentication));

@@ -12,6 +12,7 @@
 
 #include "comm/flight_recorder.h"
 #include "comm/mpi_communicator.h"
+#include "comm/nccl_host_identity.h"
 #include "comm/watchdog.h"
 #include "optim/grad_clip.h"
 #include "runtime/checkpointing.h"
@@ -223,9 +224,11 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     if (config.model.starts_from_file())
       s.initial_weights = read_initial_weights(config.model, config.model.init_from);
     s.device = choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(),
-                             placement.local_rank, placement.local_size);
+                             placement.local_rank, placement.local_size, config.run.share_gpu);
   });
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
+  if (s.device.shares_gpu) comm::give_rank_own_nccl_host(world.rank());  // before the mesh's NCCL planes
+  if (config.run.deterministic) use_deterministic_kernels();
 
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "comm/mpi_runtime.h"
+#include "comm/nccl_host_identity.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (atl::test::test_shares_gpu()) atl::comm::give_rank_own_nccl_host(rank);  // before any NCCL call
   testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
   if (rank != 0) {
     delete listeners.Release(listeners.default_result_printer());

@@ -56,9 +56,18 @@ inline runtime::DeviceKind test_device() {
   return device && std::string(device) == "cuda" ? runtime::DeviceKind::kCuda : runtime::DeviceKind::kCpu;
 }
 
+// Whether this test's ranks share the node's GPUs (tests/gpu/with_gpus.sh sets ATOLL_TEST_SHARE_GPU=1
+// where the node has fewer GPUs than ranks): run.share_gpu in the trainer-based tests, and a NCCL host
+// id per rank for the tests that make NCCL communicators themselves (mpi_test_main.cpp).
+inline bool test_shares_gpu() {
+  const char* share = std::getenv("ATOLL_TEST_SHARE_GPU");
+  return share && std::string(share) == "1";
+}
+
 inline runtime::Config tiny_config(const std::string& data_dir) {
   runtime::Config c;
   c.run.device = test_device();
+  c.run.share_gpu = test_shares_gpu();
   c.run.dir = data_dir + "/run";
   c.run.seed = 7;
   c.run.threads = 1;

@@ -197,7 +197,8 @@ std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
-requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
+  requires std::is_enum_v<E>
+std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
   std::string value;
   if (std::string problem = parse(rule, node, value); !problem.empty()) return problem;
   std::vector<std::string> names;
@@ -303,6 +304,7 @@ const std::vector<Field>& fields() {
     const SectionFields<ParallelConfig> parallel{"parallel", &Config::parallel};
     const SectionFields<TrainConfig> train{"train", &Config::train};
     const SectionFields<OptimConfig> optim{"optim", &Config::optim};
+    const SectionFields<KernelsConfig> kernels{"kernels", &Config::kernels};
     const SectionFields<DataConfig> data{"data", &Config::data};
     const SectionFields<CheckpointConfig> checkpoint{"checkpoint", &Config::checkpoint};
     const SectionFields<OuterConfig> outer{"outer", &Config::outer};
@@ -312,6 +314,8 @@ const std::vector<Field>& fields() {
         run("seed", &RunConfig::seed, at_least(0)),
         run("threads", &RunConfig::threads, at_least(0)),
         run("device", &RunConfig::device),
+        run("share_gpu", &RunConfig::share_gpu),
+        run("deterministic", &RunConfig::deterministic),
         model("vocab", &ModelConfig::vocab, at_least(2)),
         model("dim", &ModelConfig::dim, at_least(1)),
         model("layers", &ModelConfig::layers, at_least(1)),
@@ -354,6 +358,9 @@ const std::vector<Field>& fields() {
         optim("weight_decay", &OptimConfig::weight_decay, at_least(0)),
         optim("grad_clip", &OptimConfig::grad_clip, at_least(0)),
         optim("schedule", &OptimConfig::schedule),
+        kernels("fused_adamw", &KernelsConfig::fused_adamw),
+        kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm),
+        kernels("native_gqa", &KernelsConfig::native_gqa),
         data("train", &DataConfig::train),
         data("val", &DataConfig::val),
         data("tokenizer", &DataConfig::tokenizer),

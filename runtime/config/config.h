@@ -93,6 +93,19 @@ struct Choices<DeviceKind> {
       {{DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}}};
 };
 
+// A kernel lever of the kernels section: on, off, or auto (on a GPU, off on the CPU, whose results
+// then stay bit for bit what they were).
+enum class KernelChoice { kAuto, kOn, kOff };
+template <>
+struct Choices<KernelChoice> {
+  static constexpr std::array<Choice<KernelChoice>, 3> list{
+      {{KernelChoice::kAuto, "auto"}, {KernelChoice::kOn, "true"}, {KernelChoice::kOff, "false"}}};
+};
+// Whether `choice` is on for a run on `cuda` (a GPU) or not.
+inline bool kernel_on(KernelChoice choice, bool cuda) {
+  return choice == KernelChoice::kOn || (choice == KernelChoice::kAuto && cuda);
+}
+
 // ---- The sections --------------------------------------------------------------------------------
 
 struct RunConfig {
@@ -100,6 +113,12 @@ struct RunConfig {
   int64_t seed = 1234;
   int threads = 0;  // 0: cores of the node / ranks on the node
   DeviceKind device = DeviceKind::kAuto;
+  // Several ranks of a node on one GPU (tests on a one-GPU machine): each rank gets a NCCL host id of
+  // its own, so NCCL takes them for separate nodes and joins them over its socket transport.
+  bool share_gpu = false;
+  // Deterministic kernels (LibTorch's deterministic algorithms, a fixed cuBLAS workspace): on a GPU,
+  // runs repeat bit for bit, so a resume can be checked against an uninterrupted run. Slower.
+  bool deterministic = false;
 };
 
 struct ModelConfig {
@@ -170,6 +189,17 @@ struct OptimConfig {
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // 0: off
   optim::LrDecay schedule = optim::LrDecay::kCosine;
+};
+
+// Faster kernels for the same model and update, each a lever measured against its baseline
+// (bench/bench_gpu.sh). Each rounds differently from the composed operations it replaces.
+struct KernelsConfig {
+  // AdamW as ATen's fused multi-tensor kernel (_fused_adamw_: one pass) instead of ~9 passes.
+  KernelChoice fused_adamw = KernelChoice::kAuto;
+  // RMSNorm as at::rms_norm (one fused CUDA kernel each way where LibTorch has it) instead of ~7.
+  KernelChoice fused_rms_norm = KernelChoice::kAuto;
+  // Grouped-query attention inside SDPA (enable_gqa) instead of repeating each kv head.
+  KernelChoice native_gqa = KernelChoice::kAuto;
 };
 
 struct DataConfig {
@@ -261,6 +291,7 @@ struct Config {
   ParallelConfig parallel;
   TrainConfig train;
   OptimConfig optim;
+  KernelsConfig kernels;
   DataConfig data;
   CheckpointConfig checkpoint;
   OuterConfig outer;

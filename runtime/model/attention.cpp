@@ -69,6 +69,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return handwritten_causal_attention(q, k, v, mask);
 }
 
+at::Tensor grouped_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                          /*scale=*/std::nullopt, /*enable_gqa=*/true);
+}
+
 at::Tensor handwritten_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& mask) {
   return CausalAttention::apply(q, k, v, mask);

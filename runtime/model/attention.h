@@ -27,6 +27,10 @@ at::Tensor causal_mask(int64_t seq, at::ScalarType dtype);
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask);
 
+// q: [batch, heads, seq, head_dim]; k, v: [batch, kv_heads, seq, head_dim], kv_heads dividing heads:
+// the fused kernel with the grouping inside it (SDPA's enable_gqa), for GPUs.
+at::Tensor grouped_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
 // The hand-written kernel itself (tests and the benchmark compare it with the fused one).
 at::Tensor handwritten_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& mask);

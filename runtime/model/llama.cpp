@@ -143,13 +143,14 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
                        comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
-                       parallel::ParameterGate* gate)
+                       parallel::ParameterGate* gate, const ModelKernels& kernels)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
       tp_(tp),
       sequence_parallel_(sequence_parallel && tp.size() > 1),
       gate_(gate),
+      kernels_(kernels),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   if (part_.embedding || (part_.head && config.tie_embeddings))
     embed_ = params.value("model.embed_tokens.weight");
@@ -190,6 +191,7 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
   // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
   // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
   const at::Tensor weight = sequence_parallel_ ? parallel::copy_to_tp_region(weight_in, tp_) : weight_in;
+  if (kernels_.fused_rms_norm) return at::rms_norm(x, {x.size(-1)}, weight, config_.norm_eps);
   return rms_normalize(x, weight, config_.norm_eps);
 }
 
@@ -205,11 +207,15 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
-  if (kv_heads != heads) {  // grouped-query attention: each kv head serves heads/kv_heads query heads
+  // Grouped-query attention: each kv head serves heads/kv_heads query heads, shared inside SDPA or
+  // repeated for it.
+  const bool grouped = kv_heads != heads && kernels_.native_gqa && q.is_cuda();
+  if (kv_heads != heads && !grouped) {
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
-  at::Tensor out = causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
+  at::Tensor out = grouped ? grouped_causal_attention(q, k, v)
+                           : causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
   out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
   return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
 }

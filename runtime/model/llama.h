@@ -35,6 +35,12 @@ struct ModelPart {
   bool head = true;
 };
 
+// Kernel choices that compute the same model (rounded differently): the trainer turns them on for GPUs.
+struct ModelKernels {
+  bool fused_rms_norm = false;  // at::rms_norm: one fused kernel each way where LibTorch has one (CUDA)
+  bool native_gqa = false;      // kv heads shared inside SDPA (enable_gqa) rather than repeated; GPU only
+};
+
 class LlamaModel {
  public:
   // `tp`: the tensor-parallel group (size 1 for none). Attention heads, kv heads, the MLP width and
@@ -47,7 +53,7 @@ class LlamaModel {
   // matching ParamInfo::unit. Null: parameters are always present.
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
              bool sequence_parallel = false, const ModelPart& part = {},
-             parallel::ParameterGate* gate = nullptr);
+             parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {});
   static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
@@ -101,6 +107,7 @@ class LlamaModel {
   comm::Communicator& tp_;
   bool sequence_parallel_;
   parallel::ParameterGate* gate_;
+  ModelKernels kernels_;
   std::vector<int> units_;  // the parameter units this part uses, in forward order
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;

@@ -1,10 +1,11 @@
 # The GPU suite (CTest label gpu: `ctest -L gpu` runs it alone). Built on every run with the CUDA path;
-# each test runs through with_gpus.sh, so where the node has fewer GPUs than its ranks it reports
-# "skipped: ..." (exit 77, CTest's Skipped) and is never counted as passed. Beside these, the
+# each test runs through with_gpus.sh: where the node has fewer GPUs than its ranks, they share them
+# (a NCCL host id per rank); where it has none, it reports "skipped: ..." (exit 77, CTest's Skipped)
+# and is never counted as passed. Beside these, the
 # trainer-based MPI tests run again on GPUs (GPU_NP in tests/mpi/tests.cmake): parity for DP, TP+SP,
 # every pipeline schedule, ZeRO-3, bf16 and islands, and bitwise checkpoint resume.
 if(ATOLL_CUDA)
-  atoll_mpi_test(test_nccl DIR gpu GPU_NP 1 2 DEPS atoll_comm)
+  atoll_mpi_test(test_nccl DIR gpu GPU_NP 1 2 8 DEPS atoll_comm)
   atoll_mpi_test(test_gpu_matches_cpu DIR gpu GPU_NP 1 TIMEOUT 600)
   add_test(NAME gpu_watchdog
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/with_gpus.sh 2 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/watchdog.sh

@@ -8,8 +8,11 @@ set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/../cli/lib.sh"
 make_corpus "$atoll" "$work/data"
+# On a one-GPU node with_gpus.sh asks the two ranks to share it.
+share_gpu=false
+[[ ${ATOLL_TEST_SHARE_GPU:-0} == 1 ]] && share_gpu=true
 cat >"$work/hang.yaml" <<YAML
-run:      { dir: $work/hang, seed: 3, threads: 1, device: cuda }
+run:      { dir: $work/hang, seed: 3, threads: 1, device: cuda, share_gpu: $share_gpu }
 model:    { vocab: 256, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 128, seq: 32 }
 parallel: { dp: 2 }
 train:    { steps: 20, global_batch: 4, log_every: 1, eval_every: 0 }

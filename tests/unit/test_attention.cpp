@@ -64,3 +64,23 @@ TEST(CausalAttention, FusedOnlyWhereMeasuredFaster) {
   EXPECT_FALSE(atl::runtime::fused_attention_is_faster(at::kBFloat16, 512));
   EXPECT_TRUE(atl::runtime::fused_attention_is_faster(at::kBFloat16, 1024));
 }
+
+// kernels.native_gqa: the kv heads shared inside SDPA give what repeating them gives, values and
+// gradients (here on the CPU; the GPU suite runs it inside the model).
+TEST(CausalAttention, GroupedKernelMatchesRepeatedKvHeads) {
+  torch::manual_seed(4);
+  const int64_t seq = 19, heads = 6, kv_heads = 2;
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor q = at::randn({2, heads, seq, 8}, options).requires_grad_(true);
+  const at::Tensor k = at::randn({2, kv_heads, seq, 8}, options).requires_grad_(true);
+  const at::Tensor v = at::randn({2, kv_heads, seq, 8}, options).requires_grad_(true);
+  const at::Tensor grouped = atl::runtime::grouped_causal_attention(q, k, v);
+  const at::Tensor mask = atl::runtime::causal_mask(seq, at::kDouble);
+  const at::Tensor repeated = reference_attention(q, k.repeat_interleave(heads / kv_heads, 1),
+                                                  v.repeat_interleave(heads / kv_heads, 1), mask);
+  EXPECT_LT((grouped - repeated).abs().max().item<double>(), 1e-12);
+  const at::Tensor w = at::randn(grouped.sizes(), options);
+  const auto dg = torch::autograd::grad({(grouped * w).sum()}, {q, k, v});
+  const auto dr = torch::autograd::grad({(repeated * w).sum()}, {q, k, v});
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT((dg[i] - dr[i]).abs().max().item<double>(), 1e-12) << i;
+}

@@ -65,8 +65,31 @@ TEST(Device, MoreRanksThanGpusOnANodeIsTheCpuForAutoAndAnErrorForCuda) {
     EXPECT_EQ(
         std::string(e.what()),
         "config: run.device = cuda but 4 ranks on this node share 2 GPUs and NCCL needs a GPU per rank; "
-        "launch at most 2 ranks per node, or set run.device: cpu");
+        "launch at most 2 ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or "
+        "set run.device: cpu");
   }
+}
+
+TEST(Device, ShareGpuLetsMoreRanksThanGpusOntoThemRoundRobinAndSaysSo) {
+  for (DeviceKind kind : {DeviceKind::kCuda, DeviceKind::kAuto}) {
+    const DeviceChoice third = choose_device(kind, true, 2, 2, 4, /*share_gpu=*/true);
+    EXPECT_EQ(third.device, c10::Device(c10::kCUDA, 0));
+    EXPECT_TRUE(third.shares_gpu);
+    EXPECT_EQ(choose_device(kind, true, 2, 3, 4, true).device, c10::Device(c10::kCUDA, 1));
+    EXPECT_EQ(third.note,
+              "device: run.share_gpu: 4 ranks on this node share 2 GPUs; each rank has its own NCCL host id "
+              "(NCCL_HOSTID), so NCCL joins them over its socket transport: real NCCL, for tests, not for "
+              "speed");
+  }
+  // Asked for but not needed (a GPU per rank): nothing shared, nothing said.
+  const DeviceChoice own = choose_device(DeviceKind::kCuda, true, 4, 3, 4, true);
+  EXPECT_EQ(own.device, c10::Device(c10::kCUDA, 3));
+  EXPECT_FALSE(own.shares_gpu);
+  EXPECT_EQ(own.note, "");
+  // It shares GPUs, it does not make them: no GPU is still the CPU for auto and an error for cuda.
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, true, 0, 0, 2, true).device, c10::Device(c10::kCPU));
+  EXPECT_FALSE(choose_device(DeviceKind::kAuto, true, 0, 0, 2, true).shares_gpu);
+  EXPECT_THROW(choose_device(DeviceKind::kCuda, true, 0, 0, 2, true), ConfigError);
 }
 
 TEST(Device, CudaWithoutAGpuOrTheCudaPathIsOneConfigLineWithTheFix) {

