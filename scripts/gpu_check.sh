@@ -6,10 +6,10 @@
 # NCCL, and runs, each phase under its own time limit and all of them inside ATOLL_GPU_CHECK_S:
 #   1. the machine: GPU, driver, CUDA, PyTorch, NCCL, compiler, cores;
 #   2. the build (atoll, the unit tests and the GPU suite's binaries);
-#   3. the unit tests, then `ctest -L gpu`: where the node has fewer GPUs than a test's ranks, they
-#      share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
-#   4. the main job on the GPU (4 ranks sharing it, deterministic kernels), a checkpoint at step 30,
+#   3. the main job on the GPU (4 ranks sharing it, deterministic kernels), a checkpoint at step 30,
 #      then a resume from it that must end bit for bit where the uninterrupted run ended;
+#   4. the unit tests, then `ctest -L gpu` (beside the main job): where the node has fewer GPUs
+#      than a test's ranks, they share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
 #   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run.
 # ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
@@ -110,25 +110,7 @@ corpus() {
 phase corpus 30 corpus
 
 
-# 3. Unit tests and the GPU suite. Tests run side by side (16 cores, one GPU): CTest counts each
-# test's ranks against -j.
-export OMP_NUM_THREADS=1
-if [[ $parts == *" tests "* ]]; then
-  phase unit 60 build/tests/atoll_unit_tests --gtest_brief=1
-  # The NCCL proof first (2 ranks on the one GPU), then the rest.
-  phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'
-  phase gpu_suite 200 bash -c "cd build && ctest -L gpu -j $(nproc) --timeout 180 --output-on-failure"
-  {
-    echo "gpu suite:"
-    grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_suite.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
-    grep -E "tests passed|tests failed" "$out/logs/gpu_suite.log" | sed 's/^/  /'
-    # Every test's whole output (CTest keeps it), and the measured GPU-vs-CPU errors from it.
-    cp build/Testing/Temporary/LastTest.log "$out/logs/gpu_suite_all_output.log"
-    grep -hE "^gpu vs cpu|with_gpus:" "$out/logs/gpu_suite_all_output.log" | sort | uniq -c | sed 's/^/  /'
-  } 2>/dev/null | tee -a "$results"
-fi
-
-# 4. The main job on the GPU: 4 ranks sharing it, a checkpoint at step 30 and at 60; then the run
+# 3. The main job on the GPU: 4 ranks sharing it, a checkpoint at step 30 and at 60; then the run
 # directory cut back to step 30 and resumed: its last steps and final checkpoint must equal the
 # uninterrupted run's bit for bit.
 main_job() {
@@ -164,11 +146,29 @@ PY
   done
   echo "main job on the GPU: resumed from step 30, steps 31-60 and the step-60 checkpoint bit-identical"
 }
+# 4. Unit tests and the GPU suite (the main job beside it). Tests run side by side (16 cores, one GPU): CTest counts each
+# test's ranks against -j.
+export OMP_NUM_THREADS=1
 if [[ $parts == *" tests "* ]]; then
+  phase unit 60 build/tests/atoll_unit_tests --gtest_brief=1
+  # The NCCL proof first (2 ranks on the one GPU), then the rest.
+  phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'
+  # The main job (4 ranks) runs beside the suite: both wait on sockets far more than they compute.
   export device
-  phase main_job 120 main_job
+  phase main_job 150 main_job &
+  main_job_pid=$!
+  phase gpu_suite 240 bash -c "cd build && ctest -L gpu -j $(nproc) --timeout 180 --output-on-failure"
+  wait "$main_job_pid"
   grep -E "^(device|peak|model):|step +60/|val_loss|bit-identical|compared" "$out/logs/main_job.log" | head -12 |
     sed 's/^/  /' | tee -a "$results"
+  {
+    echo "gpu suite:"
+    grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_suite.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
+    grep -E "tests passed|tests failed" "$out/logs/gpu_suite.log" | sed 's/^/  /'
+    # Every test's whole output (CTest keeps it), and the measured GPU-vs-CPU errors from it.
+    cp build/Testing/Temporary/LastTest.log "$out/logs/gpu_suite_all_output.log"
+    grep -hE "^gpu vs cpu|with_gpus:" "$out/logs/gpu_suite_all_output.log" | sort | uniq -c | sed 's/^/  /'
+  } 2>/dev/null | tee -a "$results"
 fi
 
 # 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
