@@ -177,8 +177,11 @@ for n in counts:
                             f"PyTorch's ({p[what] / 1e12:.0f}) disagree: is Atoll's a figure per GPU?")
     for name, f in (("Atoll", a), ("PyTorch", p), ("PyTorch+compile", pc)):
         if f is None:
-            if name != "PyTorch+compile" or os.path.exists(f"{out}/pytorch-compiled-{n}gpu.log"):
-                print(f"{name:16s} {n:4d} failed or wrote no figures: see the log in {out}/")
+            # A peer that was not run (BENCH_GPU_PEER=0, BENCH_GPU_COMPILE=0) has no log and no row.
+            log = {"Atoll": f"atoll-{n}gpu.log", "PyTorch": f"pytorch-{n}gpu.log",
+                   "PyTorch+compile": f"pytorch-compiled-{n}gpu.log"}[name]
+            if os.path.exists(f"{out}/{log}"):
+                print(f"{name:16s} {n:4d} failed or wrote no figures: see {out}/{log}")
             continue
         mfu_m = f["tps"] * flops / (measured * n) if measured else None
         mfu_d = f["tps"] * flops / (datasheet * n) if datasheet else None

@@ -17,19 +17,12 @@
 
 #include "checkpoint/box.h"
 #include "checkpoint/fault_injection.h"
+#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/manifest.pb.h"
 #include "comm/mpi_communicator.h"
 #include "runtime/one_line.h"
 
 namespace atl::checkpoint {
-
-// Any problem with a checkpoint on disk: one line naming the file or tensor and what is wrong.
-// Those thrown out of a collective (save, resume) are agreed: every rank throws the same one.
-// Names and keys from a damaged file may hold line breaks: they are written as \n (one_line.h).
-class CheckpointError : public std::runtime_error {
- public:
-  explicit CheckpointError(const std::string& what) : std::runtime_error(runtime::one_line(what)) {}
-};
 
 // A run of one tensor that this rank holds: `begin`..`end` of the row-major elements of `piece`, a
 // box of the global tensor (its rows may run past `global_shape`: vocabulary padding, not saved).

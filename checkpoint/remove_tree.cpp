@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/checkpoint_error.h"
 
 namespace atl::checkpoint {
 namespace {

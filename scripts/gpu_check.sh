@@ -25,7 +25,7 @@ out=$(realpath -m "${1:-${OUT:-runs/gpu-check}}")
 mkdir -p "$out/logs"
 results=$out/results.txt
 : >"$results"
-budget=${ATOLL_GPU_CHECK_S:-540}
+budget=${ATOLL_GPU_CHECK_S:-560}  # give the device call a limit of about this + 30 s
 started=$SECONDS
 deps=/tmp/atoll-gpu-deps
 # The machine's commands run as root; Open MPI needs both variables to allow it.
@@ -33,6 +33,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The carried Open MPI includes UCX, which may pick the GPU host's devices; Atoll's MPI traffic is
 # control and CPU tensors between ranks of one host: Open MPI's own shared-memory and TCP transports.
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
+# ... and its libraries load UCX's memory hooks into every MPI program: off, as nothing here uses UCX.
+export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no
+# The cores, counted before OMP_NUM_THREADS=1 is set below: GNU nproc honours OMP_NUM_THREADS (the
+# first GPU check ran its suite with ctest -j 1 for that reason).
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 
 note() { echo "$*" | tee -a "$results"; }
 left() { echo $((budget - (SECONDS - started))); }
@@ -71,7 +76,7 @@ trap pack EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | sed 's/^/gpu: /'
-  echo "cpu: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 2^20}' /proc/meminfo)"
+  echo "cpu: $cores cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 2^20}' /proc/meminfo)"
   echo "os: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
   echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   echo "gcc: $(g++ -dumpfullversion 2>/dev/null || echo none)"
@@ -91,7 +96,7 @@ else
   # shellcheck disable=SC1091  # written by gpu_deps.sh unpack
   source "$deps/env.sh"
   export ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON -DATOLL_TORCH_PYTHON=$(command -v python3) ${ATOLL_CMAKE_ARGS:-}"
-  export ATOLL_BUILD_JOBS=$(nproc)
+  export ATOLL_BUILD_JOBS=$cores
   export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
 fi
 gpu_binaries=(atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity test_pipeline_parity
@@ -146,8 +151,8 @@ PY
   done
   echo "main job on the GPU: resumed from step 30, steps 31-60 and the step-60 checkpoint bit-identical"
 }
-# 4. Unit tests and the GPU suite (the main job beside it). Tests run side by side (16 cores, one GPU): CTest counts each
-# test's ranks against -j.
+# 4. Unit tests and the GPU suite (the main job beside it). Tests run side by side (16 cores, one
+# GPU): CTest counts each test's ranks against -j.
 export OMP_NUM_THREADS=1
 if [[ $parts == *" tests "* ]]; then
   phase unit 60 build/tests/atoll_unit_tests --gtest_brief=1
@@ -157,7 +162,7 @@ if [[ $parts == *" tests "* ]]; then
   export device
   phase main_job 150 main_job &
   main_job_pid=$!
-  phase gpu_suite 240 bash -c "cd build && ctest -L gpu -j $(nproc) --timeout 180 --output-on-failure"
+  phase gpu_suite 240 bash -c "cd build && ctest -L gpu -j $cores --timeout 180 --output-on-failure"
   wait "$main_job_pid"
   grep -E "^(device|peak|model):|step +60/|val_loss|bit-identical|compared" "$out/logs/main_job.log" | head -12 |
     sed 's/^/  /' | tee -a "$results"

@@ -1,15 +1,19 @@
-// Layout parity harness for multi-rank tests: trains the same config on one rank (a communicator
-// of its own) and on all launched ranks in the configured layout, then checks that losses and
-// pre-clip gradient norms agree within 1e-5 relative for every step, that each rank's piece of
-// every parameter (1e-4) and of the first step's gradients (1e-5) matches the matching slice of the
-// one-rank tensor, that validation losses agree, and that data-parallel replicas are bitwise identical.
+// Layout parity harness for multi-rank tests: trains the same config on one rank (rank 0, on a
+// communicator of its own, its results sent to the others) and on all launched ranks in the configured
+// layout, then checks that losses and pre-clip gradient norms agree within 1e-5 relative for every step, that
+// each rank's piece of every parameter (1e-4) and of the first step's gradients (1e-5) matches the matching
+// slice of the one-rank tensor, that validation losses agree, and that data-parallel replicas are bitwise
+// identical.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
@@ -101,9 +105,58 @@ inline void expect_pieces_match(const Config& config, int tp_rank,
   }
 }
 
+// A RunResult as bytes (torch's pickle format) and back, to send it over MPI.
+inline std::vector<char> to_bytes(const RunResult& r) {
+  const auto as_dict = [](const std::map<std::string, at::Tensor>& tensors) {
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto& [name, tensor] : tensors) dict.insert(name, tensor);
+    return dict;
+  };
+  const auto as_tensor = [](const std::vector<double>& values) {
+    return at::tensor(at::ArrayRef<double>(values), at::TensorOptions().dtype(at::kDouble));
+  };
+  return torch::pickle_save(
+      c10::ivalue::Tuple::create({as_tensor(r.losses), as_tensor(r.grad_norms), as_dict(r.first_step_grads),
+                                  as_dict(r.final_params), r.val_loss}));
+}
+inline RunResult from_bytes(const std::vector<char>& bytes) {
+  const auto fields = torch::pickle_load(bytes).toTuple()->elements();
+  const auto as_map = [](const c10::IValue& value) {
+    std::map<std::string, at::Tensor> tensors;
+    for (const auto& entry : value.toGenericDict())
+      tensors[entry.key().toStringRef()] = entry.value().toTensor();
+    return tensors;
+  };
+  const auto as_vector = [](const c10::IValue& value) {
+    const at::Tensor t = value.toTensor().contiguous();
+    return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  };
+  return {as_vector(fields[0]), as_vector(fields[1]), as_map(fields[2]), as_map(fields[3]),
+          fields[4].toDouble()};
+}
+
+// The one-rank reference, trained by rank 0 of `world` alone and sent to the others. Every rank used
+// to train its own copy: N times the CPU of one run, on a machine whose cores the job's N ranks
+// already oversubscribe. The others wait without spinning (a test on 2 cores has none to spare).
+inline RunResult single_rank_reference(const Config& config, const atl::comm::MpiCommunicator& world) {
+  std::vector<char> bytes;
+  if (world.rank() == 0) bytes = to_bytes(train_single_rank(config));
+  const auto idle_bcast = [&world](void* data, int count) {
+    MPI_Request request;
+    MPI_Ibcast(data, count, MPI_BYTE, 0, world.handle(), &request);
+    for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  uint64_t size = bytes.size();
+  idle_bcast(&size, sizeof size);
+  bytes.resize(size);
+  idle_bcast(bytes.data(), static_cast<int>(size));
+  return from_bytes(bytes);
+}
+
 inline void expect_parity(const Config& config) {
   auto world = atl::test::MpiTestEnv::runtime().world();
-  const RunResult reference = train_single_rank(config);
+  const RunResult reference = single_rank_reference(config, *world);
   const RunResult dp = train(config, *world);
 
   ASSERT_EQ(dp.losses.size(), reference.losses.size());

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "checkpoint/remove_tree.h"
+
 namespace atl::test {
 
 class TempDirTest : public ::testing::Test {
@@ -17,7 +19,9 @@ class TempDirTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Not std::filesystem::remove_all: see checkpoint/remove_tree.h (it crashed test binaries at exit
+  // beside torch 2.11 on the GPU machine).
+  void TearDown() override { checkpoint::remove_tree(dir_.string()); }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // Writes `bytes` to the file `name` in the directory; returns its path.

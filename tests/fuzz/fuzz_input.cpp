@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <typeinfo>
 
+#include "checkpoint/remove_tree.h"
 #include "runtime/config/config.h"
 
 namespace atl::fuzz {
@@ -47,13 +48,16 @@ ScratchDir::ScratchDir() {
   path_ = pattern;
 }
 
+// remove_tree, not fs::remove_all: see checkpoint/remove_tree.h.
 ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
+  try {
+    checkpoint::remove_tree(path_.string());
+  } catch (const std::exception&) {  // a scratch directory left behind is no finding
+  }
 }
 
 void ScratchDir::clear() const {
-  for (const auto& entry : fs::directory_iterator(path_)) fs::remove_all(entry.path());
+  for (const auto& entry : fs::directory_iterator(path_)) checkpoint::remove_tree(entry.path().string());
 }
 
 std::string ScratchDir::write(const std::string& name, std::string_view bytes) const {
