@@ -28,8 +28,12 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
     if (r.mode == LaunchMode::kHostfile) {
       command.push_back("--hostfile");
       command.push_back(r.hostfile);
-    } else if (r.ranks > r.cores) {
-      command.insert(command.end(), {"--oversubscribe", "--bind-to", "none"});
+    } else {
+      if (r.ranks > r.cores) command.push_back("--oversubscribe");
+      // Each rank runs cores/ranks compute threads (run.threads 0) and, on a GPU node, NCCL's proxy
+      // and the watchdog beside them: Open MPI's default binding (one core per rank at np <= 2)
+      // would crowd them all onto one core.
+      command.insert(command.end(), {"--bind-to", "none"});
     }
   }
   command.insert(command.end(), r.extra_args.begin(), r.extra_args.end());
