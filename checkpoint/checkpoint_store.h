@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "checkpoint/box.h"
-#include "checkpoint/fault_injection.h"
 #include "checkpoint/checkpoint_error.h"
+#include "checkpoint/fault_injection.h"
 #include "checkpoint/manifest.pb.h"
 #include "comm/mpi_communicator.h"
 #include "runtime/one_line.h"

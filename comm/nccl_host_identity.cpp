@@ -12,9 +12,8 @@ std::string shared_gpu_host_id(const std::string& host_name, int world_rank) {
 
 void give_rank_own_nccl_host(int world_rank) {
   char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') host[0] = '\0';
-  setenv("NCCL_HOSTID", shared_gpu_host_id(host[0] ? host : "localhost", world_rank).c_str(),
-         /*overwrite=*/1);
+  const bool named = gethostname(host, sizeof host - 1) == 0 && host[0] != '\0';
+  setenv("NCCL_HOSTID", shared_gpu_host_id(named ? host : "localhost", world_rank).c_str(), /*overwrite=*/1);
   setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
 }
 

@@ -53,6 +53,7 @@ void FlatAdamW::build_fused_runs() {
     add_run(false, i, at, last);
   }
   step_count_ = at::zeros({}, grads_.options().dtype(at::kFloat));
+  for (Runs* runs : {&decayed_, &undecayed_}) runs->steps.assign(runs->values.size(), step_count_);
 }
 
 void FlatAdamW::fused_step(double lr) {
@@ -60,9 +61,9 @@ void FlatAdamW::fused_step(double lr) {
   for (const bool decayed : {true, false}) {
     Runs& runs = decayed ? decayed_ : undecayed_;
     if (runs.values.empty()) continue;
-    const std::vector<at::Tensor> steps(runs.values.size(), step_count_);  // one step for every tensor
-    at::_fused_adamw_(runs.values, runs.grads, runs.exp_avg, runs.exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps,
-                      lr, options_.beta1, options_.beta2, decayed ? options_.weight_decay : 0.0, options_.eps,
+    at::_fused_adamw_(runs.values, runs.grads, runs.exp_avg, runs.exp_avg_sq, /*max_exp_avg_sqs=*/{},
+                      runs.steps, lr, options_.beta1, options_.beta2, decayed ? options_.weight_decay : 0.0,
+                      options_.eps,
                       /*amsgrad=*/false, /*maximize=*/false);
   }
 }

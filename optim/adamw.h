@@ -55,6 +55,7 @@ class FlatAdamW {
   // The fused path: the update's tensors as runs of one weight decay each (views into the above).
   struct Runs {
     std::vector<at::Tensor> values, grads, exp_avg, exp_avg_sq;
+    std::vector<at::Tensor> steps;  // step_count_ once per run: the kernel takes a step per tensor
   };
   void build_fused_runs();
   void fused_step(double lr);

@@ -38,8 +38,8 @@ std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, b
     return NoGpu{std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) +
                      " GPU" + (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
                  "; launch at most " + std::to_string(cuda_devices) +
-                     " ranks per node, set run.share_gpu: true (for "
-                     "tests: slower NCCL over sockets), or set run.device: cpu"};
+                     " ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or "
+                     "set run.device: cpu"};
   return std::nullopt;
 }
 

@@ -197,8 +197,7 @@ std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
-  requires std::is_enum_v<E>
-std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
+requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
   std::string value;
   if (std::string problem = parse(rule, node, value); !problem.empty()) return problem;
   std::vector<std::string> names;
