@@ -40,7 +40,11 @@ Watchdog::Watchdog(const MpiCommunicator& world, const FlightRecorder& recorder,
 }
 
 Watchdog::~Watchdog() {
-  stop_ = true;
+  {
+    const std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_ = true;
+  }
+  stop_signal_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -62,8 +66,11 @@ void Watchdog::watch() {
   int notice_from = -1;
   MPI_Request notice;
   MPI_Irecv(&notice_from, 1, MPI_INT, MPI_ANY_SOURCE, kNoticeTag, comm, &notice);
-  while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(stop_mutex_);
+      if (stop_signal_.wait_for(lock, std::chrono::duration<double>(poll_s), [this] { return stop_; })) break;
+    }
     // Device operations complete out of the host's sight: close their records before judging.
     if (const std::string error = poll_backends(); !error.empty()) abort_job(error, Clock::now(), true);
     if (const std::optional<FlightRecord> oldest = recorder_.oldest_in_flight()) {

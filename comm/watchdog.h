@@ -9,8 +9,8 @@
 // act.
 #pragma once
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,7 +56,10 @@ class Watchdog {
   std::unique_ptr<MpiCommunicator> channel_;
   std::mutex backends_mutex_;
   std::vector<DeviceBackend*> backends_;
-  std::atomic<bool> stop_{false};
+  // The destructor wakes the watching thread at once (a trainer's exit must not wait out a tick).
+  std::mutex stop_mutex_;
+  std::condition_variable stop_signal_;
+  bool stop_ = false;
   std::thread thread_;
 };
 

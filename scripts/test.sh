@@ -4,12 +4,18 @@
 # (default 20) each and runs the unit tests under ASan + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, so that a slow run says where its time went.
+phase_start=$SECONDS
+phase_done() { echo "test.sh: $1 took $((SECONDS - phase_start)) s (total $SECONDS s)"; phase_start=$SECONDS; }
 bash scripts/install-deps.sh
+phase_done "install-deps"
 # The CUDA path must compile and link on every run, GPU or not: ON fails the configure without it.
 ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON ${ATOLL_CMAKE_ARGS:-}" bash scripts/build.sh
+phase_done "the release build"
 export OMP_NUM_THREADS=1
 cd build
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
+phase_done "CTest"
 cd ..
 # The sanitizers, from one clang build (build-asan/, scripts/sanitizer_build.sh): every reader
 # fuzzed briefly under ASan + UBSan (tests/fuzz/run.sh), beyond the replays of its seeds and
@@ -19,7 +25,9 @@ cd ..
 if (($# == 0)); then
   fuzz_seconds=${ATOLL_FUZZ_SECONDS:-20}
   ((fuzz_seconds == 0)) || bash tests/fuzz/run.sh "$fuzz_seconds"
+  phase_done "fuzzing (its build included)"
   bash scripts/sanitize.sh unit
+  phase_done "the unit tests under ASan + UBSan (their build included)"
 fi
 cd build
 # The GPU suite (label gpu) runs where this node has a GPU; each of its tests also checks that there

@@ -2,11 +2,13 @@
 
 Usage: compare_safetensors.py A B TOLERANCE
 Prints the largest absolute difference over every tensor and the tensor it is in; exits 0 when the
-files hold the same tensor names and shapes and that difference is at most TOLERANCE, else 1.
+files hold the same tensor names and shapes and that difference is at most TOLERANCE, else 1. A NaN
+or an infinity in either file is an infinite difference (a NaN compares false with every bound).
 Standard library only: safetensors is an 8-byte header length, a JSON header and raw little-endian data.
 """
 import array
 import json
+import math
 import struct
 import sys
 
@@ -31,6 +33,12 @@ def read(path):
     return tensors
 
 
+def difference(x, y):
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return math.inf
+    return abs(x - y)
+
+
 def main():
     a, b, tolerance = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
     if a.keys() != b.keys():
@@ -42,7 +50,7 @@ def main():
         if shape != other_shape:
             print(f"{name}: shape {shape} against {other_shape}")
             return 1
-        diff = max((abs(x - y) for x, y in zip(values, other)), default=0.0)
+        diff = max((difference(x, y) for x, y in zip(values, other)), default=0.0)
         if diff > worst or not where:
             worst, where = diff, name
     print(f"max abs difference {worst:.3e} in {where}")

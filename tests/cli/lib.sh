@@ -33,6 +33,19 @@ make_corpus() {  # make_corpus ATOLL DIR: a small repetitive text, byte-tokenize
   "$1" data prepare --out "$2" --val-fraction 0.1 "$work/text.txt" >/dev/null
 }
 
+# tiny_config FILE: the small 2-rank config of the `atoll` command's checks (DP = 2, 6 steps, run.dir
+# $work/run) over make_corpus's data in $work/data; the checks vary it with --set.
+tiny_config() {
+  cat >"$1" <<YAML
+run:      { dir: $work/run, seed: 3, threads: 1 }
+model:    { vocab: 256, dim: 32, layers: 1, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
+parallel: { dp: 2 }
+train:    { steps: 6, global_batch: 4, log_every: 2, eval_every: 3, eval_sequences: 4 }
+optim:    { lr: 1.0e-3, min_lr: 1.0e-4, warmup: 1 }
+data:     { train: $work/data/train.bin, val: $work/data/val.bin }
+YAML
+}
+
 # Where island jobs and the rendezvous run: here, on loopback; tests/cli/netns.sh's use_island_links
 # moves each island into a network namespace of its own on a shaped link, the rendezvous to the hub.
 rendezvous_host=127.0.0.1

@@ -79,7 +79,7 @@ TEST_P(CheckpointMode, ResumeIsBitwise) {
     run_steps(first, half);
     first.save_checkpoint();
     run_steps(first, 2);  // the state moves on; the checkpoint must hold step `half`
-  }  // exit: waits for the commit
+  }                       // exit: waits for the commit
   config.checkpoint.resume = "auto";
   Trainer resumed(config, world(), nullptr);
   ASSERT_EQ(resumed.step(), half);
@@ -181,8 +181,8 @@ TEST_F(Checkpoint, MissingManifestIsDetected) {
   expect_refused_and_skipped(world(), config, dir, "manifest.pb is missing");
 }
 
+ATOLL_RUNS_AT(Checkpoint, LoadsIntoAnotherLayout, 4);
 TEST_F(Checkpoint, LoadsIntoAnotherLayout) {
-  if (world_size() != 4) GTEST_SKIP() << "saves under TP=2 x PP=2 on 4 ranks";
   Config saved = resume_layout(world(), "ckpt-reshard");
   saved.train.steps = 3;
   Trainer original(saved, world(), nullptr);

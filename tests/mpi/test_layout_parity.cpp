@@ -50,7 +50,7 @@ TEST(TensorParallelParity, TiedEmbeddingsAndGroupedQueryAttentionMatchOneRank) {
   expect_parity(config);
 }
 
+ATOLL_RUNS_AT(TensorParallelParity, TwoByDataParallelMatchesOneRank, 4);
 TEST(TensorParallelParity, TwoByDataParallelMatchesOneRank) {
-  if (world_size() < 4) GTEST_SKIP() << "TP=2 x DP=2 needs 4 ranks";
   expect_parity(layout("tpdp", 2));
 }

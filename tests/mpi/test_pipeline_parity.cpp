@@ -23,33 +23,33 @@ Config pipeline(const std::string& tag, atl::runtime::PipelineSchedule schedule,
 
 }  // namespace
 
+ATOLL_RUNS_AT(PipelineParity, GPipeMatchesOneRank, 2, 4);
 TEST(PipelineParity, GPipeMatchesOneRank) {
-  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
   expect_parity(pipeline("gpipe", atl::runtime::PipelineSchedule::kGPipe, 4));
 }
 
+ATOLL_RUNS_AT(PipelineParity, OneFOneBMatchesOneRank, 2, 4);
 TEST(PipelineParity, OneFOneBMatchesOneRank) {
-  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
   expect_parity(pipeline("1f1b", atl::runtime::PipelineSchedule::kOneFOneB, 4));
 }
 
+ATOLL_RUNS_AT(PipelineParity, InterleavedMatchesOneRank, 2, 4);
 TEST(PipelineParity, InterleavedMatchesOneRank) {
-  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 and PP = 4";
   Config config = pipeline("interleaved", atl::runtime::PipelineSchedule::kInterleaved, 2 * world_size());
   config.parallel.virtual_stages = 2;
   expect_parity(config);
 }
 
+ATOLL_RUNS_AT(PipelineParity, UnevenStageLayersAndEvaluationMatchOneRank, 2);
 TEST(PipelineParity, UnevenStageLayersAndEvaluationMatchOneRank) {
-  if (world_size() != 2) GTEST_SKIP() << "a PP = 2 split";
   Config config = pipeline("uneven", atl::runtime::PipelineSchedule::kOneFOneB, 3);
   config.parallel.stage_layers = {1, 2};
   config.train.eval_every = 10;
   expect_parity(config);
 }
 
+ATOLL_RUNS_AT(PipelineParity, TiedEmbeddingsWithDataParallelMatchOneRank, 2, 4);
 TEST(PipelineParity, TiedEmbeddingsWithDataParallelMatchOneRank) {
-  if (world_size() > 4) GTEST_SKIP() << "runs as PP = 2 x DP = 1 or 2";
   Config config = layout("pp-tied", /*tp=*/1, /*pp=*/2);
   config.model.layers = 4;
   config.model.tie_embeddings = true;
@@ -58,8 +58,8 @@ TEST(PipelineParity, TiedEmbeddingsWithDataParallelMatchOneRank) {
   expect_parity(config);  // clipping on: the grad norm counts the tied embedding once
 }
 
+ATOLL_RUNS_AT(PipelineParity, ThreeDimensionalLayoutMatchesOneRank, 8);
 TEST(PipelineParity, ThreeDimensionalLayoutMatchesOneRank) {
-  if (world_size() != 8) GTEST_SKIP() << "TP = 2 x PP = 2 x DP = 2 needs 8 ranks";
   Config config = layout("3d", /*tp=*/2, /*pp=*/2);
   config.model.layers = 4;
   config.model.tie_embeddings = true;

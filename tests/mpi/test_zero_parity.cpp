@@ -13,54 +13,54 @@ using atl::test::world_size;
 
 using atl::test::expect_zero_parity;
 
-class ZeroStage : public ::testing::TestWithParam<int> {};
-
-TEST_P(ZeroStage, MatchesPlainDataParallelism) {
-  Config config = layout("zero" + std::to_string(GetParam()), 1);
+// Each case trains its layout with stage 0 once and compares stages 1, 2 and 3 with it
+// (expect_zero_parity).
+TEST(ZeroParity, MatchesPlainDataParallelism) {
+  Config config = layout("zero", 1);
   config.optim.grad_clip = 0.0;  // the clip factor would carry the norm's rounding into the parameters
   atl::test::Agreement agreement;
   agreement.bitwise = world_size() == 2;
-  expect_zero_parity(config, GetParam(), agreement);
+  expect_zero_parity(config, agreement);
 }
 
-TEST_P(ZeroStage, WithGradientAccumulationClippingAndTiedEmbeddings) {
-  Config config = layout("zero-accum" + std::to_string(GetParam()), 1);
+TEST(ZeroParity, WithGradientAccumulationClippingAndTiedEmbeddings) {
+  Config config = layout("zero-accum", 1);
   config.parallel.microbatches = 2;
   config.model.tie_embeddings = true;
-  expect_zero_parity(config, GetParam());
+  expect_zero_parity(config);
 }
 
 // Every parameter in a bucket of its own (tiny buckets), and norms of 42 elements: counts that do
 // not divide by dp, so buckets end in padding.
-TEST_P(ZeroStage, TinyBucketsAndCountsNotDivisibleByDp) {
-  Config config = layout("zero-uneven" + std::to_string(GetParam()), 1);
+TEST(ZeroParity, TinyBucketsAndCountsNotDivisibleByDp) {
+  Config config = layout("zero-uneven", 1);
   config.model.dim = 42;
   config.model.heads = config.model.kv_heads = 3;
   config.model.ffn = 110;
   config.parallel.bucket_mb = 1e-5;
-  expect_zero_parity(config, GetParam());
+  expect_zero_parity(config);
 }
 
-TEST_P(ZeroStage, WithTensorParallelism) {
-  if (world_size() < 4) GTEST_SKIP() << "TP=2 x DP=2 needs 4 ranks";
-  Config config = layout("zero-tp" + std::to_string(GetParam()), 2);
+ATOLL_RUNS_AT(ZeroParity, WithTensorParallelism, 4);
+TEST(ZeroParity, WithTensorParallelism) {
+  Config config = layout("zero-tp", 2);
   config.parallel.sequence_parallel = true;
-  expect_zero_parity(config, GetParam());
+  expect_zero_parity(config);
 }
 
-TEST_P(ZeroStage, WithPipelineParallelismAndTiedEmbeddings) {
-  if (world_size() < 4) GTEST_SKIP() << "PP=2 x DP=2 needs 4 ranks";
-  Config config = layout("zero-pp" + std::to_string(GetParam()), 1, 2);
+ATOLL_RUNS_AT(ZeroParity, WithPipelineParallelismAndTiedEmbeddings, 4);
+TEST(ZeroParity, WithPipelineParallelismAndTiedEmbeddings) {
+  Config config = layout("zero-pp", 1, 2);
   config.parallel.microbatches = 2;
   config.model.tie_embeddings = true;
-  expect_zero_parity(config, GetParam());
+  expect_zero_parity(config);
 }
 
 // Interleaved 1F1B: two model chunks per rank, so units of both chunks are gathered and freed as
 // the schedule alternates between them.
-TEST_P(ZeroStage, WithInterleavedPipeline) {
-  if (world_size() < 4) GTEST_SKIP() << "PP=2 x DP=2 needs 4 ranks";
-  Config config = layout("zero-vpp" + std::to_string(GetParam()), 1, 2);
+ATOLL_RUNS_AT(ZeroParity, WithInterleavedPipeline, 4);
+TEST(ZeroParity, WithInterleavedPipeline) {
+  Config config = layout("zero-vpp", 1, 2);
   config.model.layers = 4;
   config.parallel.schedule = atl::runtime::PipelineSchedule::kInterleaved;
   config.parallel.virtual_stages = 2;
@@ -70,8 +70,10 @@ TEST_P(ZeroStage, WithInterleavedPipeline) {
   // extra layout is held to the brief's fp32 parity bound (1e-5) rather than 1e-6.
   atl::test::Agreement agreement;
   agreement.params = 1e-5;
-  expect_zero_parity(config, GetParam(), agreement);
+  expect_zero_parity(config, agreement);
 }
+
+class ZeroStage : public ::testing::TestWithParam<int> {};
 
 // The bytes of model state each rank allocates, measured from its live buffers after training
 // steps, against atoll plan's prediction for the layout.

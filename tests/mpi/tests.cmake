@@ -1,6 +1,6 @@
 # Multi-rank tests and the rank counts each runs with (see atoll_mpi_test in tests/CMakeLists.txt);
 # GPU_NP: the rank counts the trainer-based ones run with again on GPUs (label gpu, tests/gpu).
-atoll_mpi_test(test_communicator NP 2 4 DEPS atoll_comm)
+atoll_mpi_test(test_communicator NP 2 4 DEPS atoll_comm HIDE_GPUS)  # its NCCL case checks the error without a GPU
 atoll_mpi_test(test_device_mesh NP 8 DEPS atoll_comm)
 atoll_mpi_test(test_layout_parity NP 2 4 GPU_NP 2 4 TIMEOUT 600)
 atoll_mpi_test(test_grad_clip NP 2 DEPS atoll_optim atoll_parallel)

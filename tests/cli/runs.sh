@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# End-to-end runs of the `atoll` command under mpirun, each a small 2-rank job through `atoll launch`:
+# DP, islands with DiLoCo, PP and ZeRO-3 train and write their metrics; a relaunch resumes bit for
+# bit; a rank killed at each phase of a save leaves the previous checkpoint committed; retention;
+# `ckpt inspect`, `ckpt export` and a run started from the export; `atoll plan`. (The bad inputs are
+# tests/cli/bad_input.sh.)
+# Usage: runs.sh ATOLL_BIN
+set -uo pipefail
+atoll=$1
+source "$(dirname "$0")/lib.sh"
+
+make_corpus "$atoll" "$work/data"
+tiny_config "$work/tiny.yaml"
+
+# A good run through `atoll launch`: progress lines, validation, metrics.jsonl, and run.device auto
+# saying once that it trains on the CPU (GPUs hidden, so the test means the same on a GPU machine).
+# (DP = 2 here; the pipeline run below checks PP = 2.)
+CUDA_VISIBLE_DEVICES="" timeout 120 "$atoll" launch "$work/tiny.yaml" >"$work/good.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"val_loss"' "$work/run/metrics.jsonl") -eq 2 && $(grep -c '"tokens_per_s"' "$work/run/metrics.jsonl") -eq 6 \
+      && -s "$work/run/config.yaml" && $(grep -c '^step ' "$work/good.log") -eq 5 \
+      && $(grep -c '^device: run.device auto.*; training on the CPU$' "$work/good.log") -eq 1 ]]; then
+  check ok "launch: 2-rank run writes 6 step records, 2 validations, config.yaml; auto falls back to the CPU in one line"
+else
+  check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
+fi
+
+# Two islands of one rank with DiLoCo (H = 3, int8 exchange): outer bytes in every step record,
+# phi evaluated beside island 0's theta, a checkpoint whose tensors name their island, and
+# `ckpt export` writing phi.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco \
+  --set outer.inner_steps=3 --set outer.compression=int8 --set checkpoint.every=6 --set run.dir="$work/islands" \
+  >"$work/islands.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"outer_bytes_total"' "$work/islands/metrics.jsonl") -eq 6 \
+      && $(grep -c '"val_loss_outer"' "$work/islands/metrics.jsonl") -eq 2 && $(grep -c '| outer .* in all' "$work/islands.log") -ge 1 ]] &&
+   "$atoll" ckpt inspect "$work/islands/checkpoints" >"$work/islands_inspect.log" 2>&1 &&
+   grep -q 'outer_momentum@1' "$work/islands_inspect.log" &&
+   "$atoll" ckpt export "$work/islands/checkpoints" --out "$work/islands_phi/model.safetensors" >/dev/null 2>&1; then
+  check ok "launch: 2 islands with DiLoCo log outer bytes and phi's val loss; the checkpoint holds both islands"
+else
+  check fail "launch: 2 islands with DiLoCo"; sed 's/^/    /' "$work/islands.log" | tail -20
+fi
+
+# A 2-stage pipeline (1F1B, 2 microbatches, one layer per stage) trains and reports its bubble.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.layers=2 --set parallel.dp=1 --set parallel.pp=2 \
+  --set parallel.microbatches=2 --set run.dir="$work/pp" >"$work/pp.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"stage_idle":\[' "$work/pp/metrics.jsonl") -eq 6 ]]; then
+  check ok "launch: PP=2 run records the idle fraction of both stages every step"
+else
+  check fail "launch: PP=2 run"; sed 's/^/    /' "$work/pp.log" | tail -20
+fi
+
+# ZeRO-3 at DP=2 trains and records this rank's model state: parameters sharded, so a rank holds
+# about half of what the DP=2 run above holds.
+param_bytes() { grep -o '"param_bytes":[0-9]*' "$1" | tail -1 | cut -d: -f2; }
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set parallel.zero=3 --set run.dir="$work/zero3" >"$work/zero3.log" 2>&1
+if [[ $? -eq 0 && $(grep -c '"optimizer_bytes"' "$work/zero3/metrics.jsonl") -eq 6 ]] &&
+   (($(param_bytes "$work/zero3/metrics.jsonl") * 10 < $(param_bytes "$work/run/metrics.jsonl") * 6)); then
+  check ok "launch: ZeRO-3 run records sharded model state every step"
+else
+  check fail "launch: ZeRO-3 run"; sed 's/^/    /' "$work/zero3.log" | tail -20
+fi
+
+# Checkpoints across real process exits: 6 steps saving every 3, then a relaunch to 9 resumes from
+# step 6 and logs the same losses as 9 steps straight (constant LR, so the first run's schedule is
+# the second's).
+ckpt_args=(--set optim.schedule=constant --set checkpoint.every=3)
+# The first run saves lazily in the background: its exit waits for the last commit.
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" --set checkpoint.mode=async_lazy \
+  >"$work/ckpt1.log" 2>&1
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" --set train.steps=9 \
+  >"$work/ckpt2.log" 2>&1
+resumed=$?
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/straight" --set train.steps=9 \
+  --set checkpoint.every=0 >"$work/straight.log" 2>&1
+losses_after_6() { grep -oE '"step":[7-9],"loss":[^,]*' "$1"; }
+if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 at step 6" "$work/ckpt2.log" &&
+   [[ -s "$work/ckpt/checkpoints/step-9/manifest.pb" && $(losses_after_6 "$work/ckpt/metrics.jsonl" | wc -l) -eq 3 ]] &&
+   [[ "$(losses_after_6 "$work/ckpt/metrics.jsonl")" == "$(losses_after_6 "$work/straight/metrics.jsonl")" ]]; then
+  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit"
+else
+  check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
+fi
+
+
+# A rank killed at each phase of a save (ATOLL_CHECKPOINT_FAULT) leaves the previous checkpoint
+# committed and chosen: the relaunch resumes from step 2, removes the leftover .partial directory,
+# and commits step 4 itself. The four phases run side by side (each in its own run directory).
+crash_and_resume() {  # crash_and_resume FAULT: the two runs of one phase; their exit codes in $dir.status
+  local fault=$1 dir="$work/fault-${1%%:*}" died resumed
+  ATOLL_CHECKPOINT_FAULT=$fault timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.steps=4 \
+    --set checkpoint.every=2 --set checkpoint.mode=async_lazy --set run.dir="$dir" >"$dir.log" 2>&1
+  died=$?
+  timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.steps=4 --set checkpoint.every=2 --set run.dir="$dir" \
+    >"$dir.resume.log" 2>&1
+  resumed=$?
+  echo "$died $resumed" >"$dir.status"
+}
+faults=(copy:4 write:4:1 manifest:4 latest:4)
+for fault in "${faults[@]}"; do crash_and_resume "$fault" & done
+wait
+for fault in "${faults[@]}"; do
+  phase=${fault%%:*}
+  dir="$work/fault-$phase"
+  read -r died resumed <"$dir.status"
+  if [[ $died -eq 86 && $resumed -eq 0 ]] && grep -q "dies saving step 4 ($phase)" "$dir.log" &&
+     grep -q "resumed from $dir/checkpoints/step-2 at step 2" "$dir.resume.log" &&
+     [[ -s "$dir/checkpoints/step-4/manifest.pb" && $(cat "$dir/checkpoints/LATEST") == step-4 ]] &&
+     ! ls -d "$dir"/checkpoints/*.partial >/dev/null 2>&1; then
+    check ok "crash at save phase '$phase': previous checkpoint kept and chosen, leftovers cleaned"
+  else
+    check fail "crash at save phase '$phase' (first run exit $died, resume exit $resumed)"
+    sed 's/^/    /' "$dir.log" | grep -v '^    |' | tail -5
+    sed 's/^/    /' "$dir.resume.log" | grep -v '^    |' | tail -5
+  fi
+done
+
+# Retention: the newest 2, plus every multiple of 3.
+timeout 120 "$atoll" launch "$work/tiny.yaml" --set checkpoint.every=1 --set checkpoint.keep=2 \
+  --set checkpoint.keep_every=3 --set run.dir="$work/retention" >"$work/retention.log" 2>&1
+if [[ "$(cd "$work/retention/checkpoints" && echo step-*)" == "step-3 step-5 step-6" ]]; then
+  check ok "retention: keep 2 plus every 3rd"
+else
+  check fail "retention: $(ls "$work/retention/checkpoints" | tr '\n' ' ')"
+fi
+
+# atoll ckpt inspect: a good checkpoint verifies; a flipped byte is found and named.
+if "$atoll" ckpt inspect "$work/ckpt/checkpoints" >"$work/inspect.log" 2>&1 &&
+   grep -q "^step 9, 576 tokens, seed 3, saved by islands 1 x pp 1 x dp 2 x tp 1, ZeRO 0" "$work/inspect.log" &&
+   grep -q "every checksum verified" "$work/inspect.log"; then
+  check ok "ckpt inspect: layout, tensors and verified checksums"
+else
+  check fail "ckpt inspect"; sed 's/^/    /' "$work/inspect.log" | head -20
+fi
+
+# atoll ckpt export: consolidated weights and a config.json; a new run starts from them.
+if "$atoll" ckpt export "$work/ckpt/checkpoints" --out "$work/export/model.safetensors" >"$work/export.log" 2>&1 &&
+   python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(c["architectures"] != ["LlamaForCausalLM"] or c["num_hidden_layers"] != 1 or c["rms_norm_eps"] != 1e-5)' \
+     "$work/export/config.json" &&
+   timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.init_from="$work/export/model.safetensors" \
+     --set checkpoint.resume=none --set train.steps=2 --set run.dir="$work/from-export" >"$work/from_export.log" 2>&1; then
+  check ok "ckpt export: consolidated safetensors + config.json; model.init_from trains from them"
+else
+  check fail "ckpt export / init_from"; sed 's/^/    /' "$work/export.log" "$work/from_export.log" | tail -10
+fi
+
+# atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.
+if "$atoll" plan "$work/tiny.yaml" >"$work/plan.log" 2>&1 && grep -q "^plan: 2 ranks = islands 1 x pp 1 x dp 2 x tp 1" "$work/plan.log"; then
+  check ok "plan: prints the layout's per-rank memory and traffic"
+else
+  check fail "plan"; sed 's/^/    /' "$work/plan.log" | head -20
+fi
+
+finish
