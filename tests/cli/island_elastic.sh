@@ -15,7 +15,7 @@
 # Every island holds the job secret (a restarted island's tags must match the others').
 # With ISLAND_LINK_MBIT=R each island job runs in a network namespace of its own on a link shaped to
 # R Mbit/s, the rendezvous in a hub namespace (tests/cli/netns.sh): the same cases on real links.
-# Usage: [ISLAND_LINK_MBIT=R] island_elastic.sh ATOLL_BIN
+# Usage: [ISLAND_LINK_MBIT=R] [ISLAND_SCENARIOS="every churn midway"] island_elastic.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
@@ -33,11 +33,10 @@ chmod 600 "$work/secret"
 validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
 # The island events (island_dropped, ...) named $2 of a metrics.jsonl.
 island_events() { grep -o "\"event\":\"$2\",\"step\":[0-9]*,\"island\":[0-9]*" "$1"; }
-
-timeout 300 "$atoll" launch "$work/islands.yaml" >"$work/single.log" 2>&1 &&
-  check ok "single-world reference: 3 islands in one mpirun, 24 steps" ||
-  check fail "single-world reference" "$work/single.log"
-
+# The step of the last step record of a metrics.jsonl.
+last_step() { sed -n 's/^{"step":\([0-9]*\),"loss".*/\1/p' "$1" | tail -1; }
+# The validation record of step 24, the last.
+final() { validation "$1" | awk '$1 == 24'; }
 # island_job LABEL ISLAND OVERRIDES...: one elastic `atoll launch` of island ISLAND in $work/LABEL-ISLAND.
 island_job() {
   local label=$1 island=$2
@@ -47,155 +46,178 @@ island_job() {
     --set outer.secret_file="$work/secret" "$@" >"$work/$label-$island.log" 2>&1
 }
 
-# every_island LABEL [DURING]: three elastic island jobs with every island there (a grace long enough
-# for the slowest to start or come back), island 1 altering a chunk of its second exchange in flight
-# (its receiver's HMAC catches it, the exchange runs again); DURING (a function) runs meanwhile.
-# They meet every round as three, and island 0 logs the single world's run, bit for bit.
-every_island() {
-  local label=$1 during=${2:-true} fault
-  start_rendezvous "$atoll" "$work/rendezvous-$label.log" --secret-file "$work/secret"
+# ISLAND_SCENARIOS picks what runs (CTest runs them as entries of their own, each within a minute):
+# every (every island there; on real links also the cut), churn (island 2 killed and restarted, then
+# the refused jobs), midway (island 1 killed inside an exchange). Default: all three.
+scenarios=" ${ISLAND_SCENARIOS:-every churn midway} "
+wants() { [[ $scenarios == *" $1 "* ]]; }
+for name in $scenarios; do
+  [[ $name =~ ^(every|churn|midway)$ ]] ||
+    { echo "island_elastic.sh: ISLAND_SCENARIOS names '$name'; use every, churn and/or midway" >&2; exit 2; }
+done
+
+if wants every; then
+  timeout 300 "$atoll" launch "$work/islands.yaml" >"$work/single.log" 2>&1 &&
+    check ok "single-world reference: 3 islands in one mpirun, 24 steps" ||
+    check fail "single-world reference" "$work/single.log"
+
+  # every_island LABEL [DURING]: three elastic island jobs with every island there (a grace long enough
+  # for the slowest to start or come back), island 1 altering a chunk of its second exchange in flight
+  # (its receiver's HMAC catches it, the exchange runs again); DURING (a function) runs meanwhile.
+  # They meet every round as three, and island 0 logs the single world's run, bit for bit.
+  every_island() {
+    local label=$1 during=${2:-true} fault
+    start_rendezvous "$atoll" "$work/rendezvous-$label.log" --secret-file "$work/secret"
+    jobs=()
+    for island in 0 1 2; do
+      [[ $island == 1 ]] && fault=corrupt_chunk@2:1 || fault=
+      ATOLL_FAULT=$fault island_job "$label" $island --set outer.grace_s=20 &
+      jobs+=($!)
+    done
+    "$during"
+    wait_for_jobs
+    if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/$label-0/metrics.jsonl") == 6 ]] &&
+        grep -q "a chunk island 1 sent to island 0 failed its HMAC check" "$work/$label-0.log"; then
+      check ok "$label: three elastic island jobs met all 6 rounds as three; island 1's altered chunk was caught at island 0"
+    else
+      check fail "$label: elastic island jobs (exit ${statuses[*]})" "$work/$label-0.log"
+    fi
+    if same_run "$work/single/metrics.jsonl" "$work/$label-0/metrics.jsonl" "$work/$label.diff"; then
+      check ok "$label: island 0's losses, grad norms, theta's and phi's validation bitwise the single world's"
+    else
+      check fail "$label: the elastic islands differ from the single-world run" "$work/$label.diff"
+    fi
+    kill -TERM $rendezvous
+    wait $rendezvous
+  }
+  every_island whole
+
+  # On real links: island 2's link is cut for 3 s once it has logged step 6, and restored (TCP
+  # retransmits; the others wait for it at the round).
+  cut_island_2() {
+    for _ in $(seq 1 600); do grep -q '"step":6,' "$work/cut-2/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+    cut_link 2
+    sleep 3
+    grep -c '"loss"' "$work/cut-2/metrics.jsonl" >"$work/steps-at-restore"
+    restore_link 2
+  }
+  if [[ -n ${ISLAND_LINK_MBIT:-} ]]; then
+    every_island cut cut_island_2
+    (($(cat "$work/steps-at-restore") < 24)) &&
+      check ok "island 2's link was cut for 3 s mid-run (restored at its step $(cat "$work/steps-at-restore")) and the islands finished as above" ||
+      check fail "the cut came after island 2 had finished"
+  fi
+fi
+
+if wants churn; then
+  # Island 2 dies at the start of step 11 (after its step-8 checkpoint, inside round 3's inner phase).
+  # A new rendezvous: one per training run (the store keeps the newest round the islands completed).
+  start_rendezvous "$atoll" "$work/rendezvous-churn.log" --secret-file "$work/secret"
   jobs=()
-  for island in 0 1 2; do
-    [[ $island == 1 ]] && fault=corrupt_chunk@2:1 || fault=
-    ATOLL_FAULT=$fault island_job "$label" $island --set outer.grace_s=20 &
+  for island in 0 1; do
+    island_job churn $island --set outer.grace_s=3 &
     jobs+=($!)
   done
-  "$during"
-  wait_for_jobs
-  if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/$label-0/metrics.jsonl") == 6 ]] &&
-      grep -q "a chunk island 1 sent to island 0 failed its HMAC check" "$work/$label-0.log"; then
-    check ok "$label: three elastic island jobs met all 6 rounds as three; island 1's altered chunk was caught at island 0"
+  ATOLL_FAULT=sigkill@11 island_job churn 2 --set outer.grace_s=3
+  killed=$?
+  # Exit 137 (SIGKILL) and a last step record of step 10: the hook's kill at step 11. (Its own line
+  # is not checked: mpirun need not pass on what a rank wrote just before it was killed.)
+  if [[ $killed -eq $EXIT_SIGKILL && $(last_step "$work/churn-2/metrics.jsonl") == 10 ]]; then
+    check ok "island 2's job died at step 11 (exit $killed)"
   else
-    check fail "$label: elastic island jobs (exit ${statuses[*]})" "$work/$label-0.log"
+    check fail "island 2's death (exit $killed)" "$work/churn-2.log"
   fi
-  if same_run "$work/single/metrics.jsonl" "$work/$label-0/metrics.jsonl" "$work/$label.diff"; then
-    check ok "$label: island 0's losses, grad norms, theta's and phi's validation bitwise the single world's"
+  mv "$work/churn-2.log" "$work/churn-2-killed.log"
+  # It restarts once islands 0 and 1 have met round 3 without it: it is behind them then.
+  for _ in $(seq 1 600); do grep -q '"step":12,.*"outer_islands":2' "$work/churn-0/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  island_job churn 2 --set outer.grace_s=3 &
+  jobs+=($!)
+  wait_for_jobs
+  if [[ ${statuses[*]} == "0 0 0" ]] && island_events "$work/churn-0/metrics.jsonl" island_dropped | grep -q '"step":12,"island":2' &&
+      grep -q '"step":12,.*"outer_islands":2' "$work/churn-1/metrics.jsonl"; then
+    check ok "islands 0 and 1 met round 3 (step 12) without island 2, logged its drop, and finished with it back: exit ${statuses[*]}"
   else
-    check fail "$label: the elastic islands differ from the single-world run" "$work/$label.diff"
+    check fail "the survivors of island 2 (exit ${statuses[*]})" "$work/churn-0.log"
+  fi
+  if grep -qE "islands: the others are past this island's step (4|8); meeting round [0-9]+ to take their state" "$work/churn-2.log" &&
+      [[ -n $(island_events "$work/churn-2/metrics.jsonl" caught_up) ]] &&
+      [[ -n $(island_events "$work/churn-0/metrics.jsonl" island_joined) ]]; then
+    check ok "island 2 restarted from its checkpoint, found the others past it and caught up at $(island_events "$work/churn-2/metrics.jsonl" caught_up | sed 's/.*"step":\([0-9]*\).*/step \1/')"
+  else
+    check fail "island 2's catching up" "$work/churn-2.log"
+  fi
+  # After the run, a job for island 0 with another model.dim, or another codec, is refused at the
+  # rendezvous (held to the settings of the run's last completed round) with one line, exit 2, before
+  # it trains.
+  refused_setting() {  # refused_setting LABEL KEY VALUE RECORDED: a job with KEY=VALUE against the run's RECORDED
+    local label=$1 key=$2 value=$3 recorded=$4 status
+    island_job "$label" 0 --set outer.grace_s=3 --set "$key=$value"
+    status=$?
+    if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: its $key: $value differs from the run's (its islands' at round [0-9]*) $recorded; every island job of a run needs the same model, outer settings" "$work/$label-0.log" &&
+        ! grep -q '"loss"' "$work/$label-0/metrics.jsonl" 2>/dev/null; then
+      check ok "an island job with another $key ($value, the run's $recorded) is refused at the rendezvous with one line, exit 2, before it trains"
+    else
+      check fail "an island with another $key (exit $status)" "$work/$label-0.log"
+    fi
+  }
+  refused_setting other-model model.dim 64 32
+  refused_setting other-codec outer.compression int8 none
+  # A job for island 0 waits at the rendezvous for a round the others will never hold (they are done),
+  # holding island 0; meanwhile a second job for island 0 is refused with one line, exit 2, and the
+  # first waits on untouched.
+  island_job holder 0 --set outer.grace_s=3 &
+  holder=$!
+  for _ in $(seq 1 600); do grep -q "islands: the others are past" "$work/holder-0.log" 2>/dev/null && break; sleep 0.1; done
+  island_job duplicate 0 --set outer.grace_s=3
+  status=$?
+  if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: another running job holds island 0 (its heartbeat moved within the last 3 s); give each island job its own outer.island" "$work/duplicate-0.log" &&
+      kill -0 $holder 2>/dev/null; then
+    check ok "a second job for island 0 while another holds island 0 is refused with one line, exit 2; the holder runs on"
+  else
+    check fail "a duplicate island id (exit $status)" "$work/duplicate-0.log"
+  fi
+  pkill -TERM -f "run.dir=$work/holder-0 "
+  wait $holder
+  if [[ -n $(final "$work/churn-0/metrics.jsonl") ]] &&
+      diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-1/metrics.jsonl") >"$work/churn.diff" &&
+      diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-2/metrics.jsonl") >>"$work/churn.diff"; then
+    check ok "after the churn all three islands end at step 24 with the same theta and phi, bit for bit: $(final "$work/churn-0/metrics.jsonl")"
+  else
+    check fail "the islands' final state differs" "$work/churn.diff"
+  fi
+
+  kill -TERM $rendezvous
+  wait $rendezvous
+fi
+
+if wants midway; then
+  # Island 1 dies in its third exchange (round 3, step 12) once its first phase is sent.
+  start_rendezvous "$atoll" "$work/rendezvous-midway.log" --secret-file "$work/secret"
+  jobs=()
+  for island in 0 1 2; do
+    [[ $island == 1 ]] && fault=sigkill_in_exchange@3 || fault=
+    ATOLL_FAULT=$fault island_job midway $island --set outer.grace_s=3 &
+    jobs+=($!)
+  done
+  wait_for_jobs
+  # Island 1: exit 137 (SIGKILL) with step 11 its last record, killed in round 3's exchange (step 12).
+  if [[ ${statuses[0]} == 0 && ${statuses[1]} == "$EXIT_SIGKILL" && ${statuses[2]} == 0 ]] &&
+      [[ $(last_step "$work/midway-1/metrics.jsonl") == 11 ]] &&
+      grep -q "outer round 3: outer exchange: the round did not count: Gloo group island: .*; meeting again (attempt 2)" "$work/midway-0.log" &&
+      island_events "$work/midway-2/metrics.jsonl" island_dropped | grep -q '"step":12,"island":1' &&
+      grep -q '"step":12,.*"outer_islands":2' "$work/midway-0/metrics.jsonl"; then
+    check ok "island 1 died mid-exchange: islands 0 and 2 settled round 3 as failed, met it again as two and finished (exit ${statuses[*]})"
+  else
+    check fail "an island dying mid-exchange (exit ${statuses[*]})" "$work/midway-0.log"
+  fi
+  if [[ -n $(final "$work/midway-0/metrics.jsonl") ]] &&
+      diff <(final "$work/midway-0/metrics.jsonl") <(final "$work/midway-2/metrics.jsonl") >"$work/midway.diff"; then
+    check ok "islands 0 and 2 end with the same theta and phi, bit for bit: $(final "$work/midway-0/metrics.jsonl")"
+  else
+    check fail "the survivors' final state differs" "$work/midway.diff"
   fi
   kill -TERM $rendezvous
   wait $rendezvous
-}
-every_island whole
-
-# On real links: island 2's link is cut for 3 s once it has logged step 6, and restored (TCP
-# retransmits; the others wait for it at the round).
-cut_island_2() {
-  for _ in $(seq 1 600); do grep -q '"step":6,' "$work/cut-2/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-  cut_link 2
-  sleep 3
-  grep -c '"loss"' "$work/cut-2/metrics.jsonl" >"$work/steps-at-restore"
-  restore_link 2
-}
-if [[ -n ${ISLAND_LINK_MBIT:-} ]]; then
-  every_island cut cut_island_2
-  (($(cat "$work/steps-at-restore") < 24)) &&
-    check ok "island 2's link was cut for 3 s mid-run (restored at its step $(cat "$work/steps-at-restore")) and the islands finished as above" ||
-    check fail "the cut came after island 2 had finished"
 fi
 
-# Island 2 dies at the start of step 11 (after its step-8 checkpoint, inside round 3's inner phase).
-# A new rendezvous: one per training run (the store keeps the newest round the islands completed).
-start_rendezvous "$atoll" "$work/rendezvous-churn.log" --secret-file "$work/secret"
-jobs=()
-for island in 0 1; do
-  island_job churn $island --set outer.grace_s=3 &
-  jobs+=($!)
-done
-ATOLL_FAULT=sigkill@11 island_job churn 2 --set outer.grace_s=3
-killed=$?
-if [[ $killed -ne 0 ]] && grep -q "fault hook: rank 0 dies (SIGKILL) at step 11" "$work/churn-2.log"; then
-  check ok "island 2's job died at step 11 (exit $killed)"
-else
-  check fail "island 2's death (exit $killed)" "$work/churn-2.log"
-fi
-mv "$work/churn-2.log" "$work/churn-2-killed.log"
-# It restarts once islands 0 and 1 have met round 3 without it: it is behind them then.
-for _ in $(seq 1 600); do grep -q '"step":12,.*"outer_islands":2' "$work/churn-0/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-island_job churn 2 --set outer.grace_s=3 &
-jobs+=($!)
-wait_for_jobs
-if [[ ${statuses[*]} == "0 0 0" ]] && island_events "$work/churn-0/metrics.jsonl" island_dropped | grep -q '"step":12,"island":2' &&
-    grep -q '"step":12,.*"outer_islands":2' "$work/churn-1/metrics.jsonl"; then
-  check ok "islands 0 and 1 met round 3 (step 12) without island 2, logged its drop, and finished with it back: exit ${statuses[*]}"
-else
-  check fail "the survivors of island 2 (exit ${statuses[*]})" "$work/churn-0.log"
-fi
-if grep -qE "islands: the others are past this island's step (4|8); meeting round [0-9]+ to take their state" "$work/churn-2.log" &&
-    [[ -n $(island_events "$work/churn-2/metrics.jsonl" caught_up) ]] &&
-    [[ -n $(island_events "$work/churn-0/metrics.jsonl" island_joined) ]]; then
-  check ok "island 2 restarted from its checkpoint, found the others past it and caught up at $(island_events "$work/churn-2/metrics.jsonl" caught_up | sed 's/.*"step":\([0-9]*\).*/step \1/')"
-else
-  check fail "island 2's catching up" "$work/churn-2.log"
-fi
-# After the run, a job for island 0 with another model.dim, or another codec, is refused at the
-# rendezvous (held to the settings of the run's last completed round) with one line, exit 2, before
-# it trains.
-refused_setting() {  # refused_setting LABEL KEY VALUE RECORDED: a job with KEY=VALUE against the run's RECORDED
-  local label=$1 key=$2 value=$3 recorded=$4 status
-  island_job "$label" 0 --set outer.grace_s=3 --set "$key=$value"
-  status=$?
-  if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: its $key: $value differs from the run's (its islands' at round [0-9]*) $recorded; every island job of a run needs the same model, outer settings" "$work/$label-0.log" &&
-      ! grep -q '"loss"' "$work/$label-0/metrics.jsonl" 2>/dev/null; then
-    check ok "an island job with another $key ($value, the run's $recorded) is refused at the rendezvous with one line, exit 2, before it trains"
-  else
-    check fail "an island with another $key (exit $status)" "$work/$label-0.log"
-  fi
-}
-refused_setting other-model model.dim 64 32
-refused_setting other-codec outer.compression int8 none
-# A job for island 0 waits at the rendezvous for a round the others will never hold (they are done),
-# holding island 0; meanwhile a second job for island 0 is refused with one line, exit 2, and the
-# first waits on untouched.
-island_job holder 0 --set outer.grace_s=3 &
-holder=$!
-for _ in $(seq 1 600); do grep -q "islands: the others are past" "$work/holder-0.log" 2>/dev/null && break; sleep 0.1; done
-island_job duplicate 0 --set outer.grace_s=3
-status=$?
-if [[ $status -eq 2 ]] && grep -q "outer.rendezvous $rendezvous_host:$port refused island 0: another running job holds island 0 (its heartbeat moved within the last 3 s); give each island job its own outer.island" "$work/duplicate-0.log" &&
-    kill -0 $holder 2>/dev/null; then
-  check ok "a second job for island 0 while another holds island 0 is refused with one line, exit 2; the holder runs on"
-else
-  check fail "a duplicate island id (exit $status)" "$work/duplicate-0.log"
-fi
-pkill -TERM -f "run.dir=$work/holder-0 "
-wait $holder
-final() { validation "$1" | awk '$1 == 24'; }
-if [[ -n $(final "$work/churn-0/metrics.jsonl") ]] &&
-    diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-1/metrics.jsonl") >"$work/churn.diff" &&
-    diff <(final "$work/churn-0/metrics.jsonl") <(final "$work/churn-2/metrics.jsonl") >>"$work/churn.diff"; then
-  check ok "after the churn all three islands end at step 24 with the same theta and phi, bit for bit: $(final "$work/churn-0/metrics.jsonl")"
-else
-  check fail "the islands' final state differs" "$work/churn.diff"
-fi
-
-kill -TERM $rendezvous
-wait $rendezvous
-
-# Island 1 dies in its third exchange (round 3, step 12) once its first phase is sent.
-start_rendezvous "$atoll" "$work/rendezvous-midway.log" --secret-file "$work/secret"
-jobs=()
-for island in 0 1 2; do
-  [[ $island == 1 ]] && fault=sigkill_in_exchange@3 || fault=
-  ATOLL_FAULT=$fault island_job midway $island --set outer.grace_s=3 &
-  jobs+=($!)
-done
-wait_for_jobs
-if [[ ${statuses[0]} == 0 && ${statuses[1]} != 0 && ${statuses[2]} == 0 ]] &&
-    grep -q "fault hook: island 1 of this round dies (SIGKILL) in outer exchange 3" "$work/midway-1.log" &&
-    grep -q "outer round 3: outer exchange: the round did not count: Gloo group island: .*; meeting again (attempt 2)" "$work/midway-0.log" &&
-    island_events "$work/midway-2/metrics.jsonl" island_dropped | grep -q '"step":12,"island":1' &&
-    grep -q '"step":12,.*"outer_islands":2' "$work/midway-0/metrics.jsonl"; then
-  check ok "island 1 died mid-exchange: islands 0 and 2 settled round 3 as failed, met it again as two and finished (exit ${statuses[*]})"
-else
-  check fail "an island dying mid-exchange (exit ${statuses[*]})" "$work/midway-0.log"
-fi
-if [[ -n $(final "$work/midway-0/metrics.jsonl") ]] &&
-    diff <(final "$work/midway-0/metrics.jsonl") <(final "$work/midway-2/metrics.jsonl") >"$work/midway.diff"; then
-  check ok "islands 0 and 2 end with the same theta and phi, bit for bit: $(final "$work/midway-0/metrics.jsonl")"
-else
-  check fail "the survivors' final state differs" "$work/midway.diff"
-fi
-kill -TERM $rendezvous
-wait $rendezvous
 finish

@@ -12,6 +12,7 @@ failed=0
 EXIT_BAD_INPUT=2
 EXIT_NONFINITE=3
 EXIT_HANG=4
+EXIT_SIGKILL=137  # a job whose rank was killed with SIGKILL (128 + 9), as mpirun reports it
 
 check() {  # check ok|fail DESCRIPTION [LOG]: counts the case; on failure shows the end of LOG
   if [[ $1 == ok ]]; then
@@ -22,9 +23,9 @@ check() {  # check ok|fail DESCRIPTION [LOG]: counts the case; on failure shows 
   return 0
 }
 
-finish() {  # the tally; the script's status is whether every case passed
+finish() {  # the tally; the script's status is whether every case passed (and any ran at all)
   echo "$passed passed, $failed failed"
-  [[ $failed -eq 0 ]]
+  [[ $failed -eq 0 && $passed -gt 0 ]]
 }
 
 make_corpus() {  # make_corpus ATOLL DIR: a small repetitive text, byte-tokenized into DIR/{train,val}.bin
