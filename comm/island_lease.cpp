@@ -11,13 +11,6 @@ namespace {
 constexpr const char* kReleased = "released";
 constexpr int kClaimTries = 3;  // a takeover can lose a race with another successor
 
-std::vector<uint8_t> bytes_of(const std::string& text) {
-  return {text.begin(), text.end()};
-}
-std::string text_of(const std::vector<uint8_t>& bytes) {
-  return {bytes.begin(), bytes.end()};
-}
-
 }  // namespace
 
 IslandLease::IslandLease(const RendezvousAddress& address, int island, std::string token,
@@ -30,9 +23,9 @@ IslandLease::IslandLease(const RendezvousAddress& address, int island, std::stri
   const std::string id = std::to_string(island_);
   for (int attempt = 0; attempt < kClaimTries; ++attempt) {
     // Unheld: compare-and-set from absent claims it; otherwise it answers the holder.
-    std::string holder = text_of(store_->compareSet(holder_key_, {}, bytes_of(token_)));
+    std::string holder = store_text(store_->compareSet(holder_key_, {}, store_bytes(token_)));
     if (holder == kReleased)
-      holder = text_of(store_->compareSet(holder_key_, bytes_of(kReleased), bytes_of(token_)));
+      holder = store_text(store_->compareSet(holder_key_, store_bytes(kReleased), store_bytes(token_)));
     if (holder == token_) {
       heartbeat_ = std::thread([this] { beat_until_stopped(); });
       return;
@@ -43,7 +36,7 @@ IslandLease::IslandLease(const RendezvousAddress& address, int island, std::stri
           " (its heartbeat moved within the last " + std::to_string(kSilence.count() / 1000) +
           " s); give each island job its own outer.island, or stop the other job first");
     // The holder stopped beating: it is gone, and its id is free to take.
-    store_->compareSet(holder_key_, bytes_of(holder), bytes_of(token_));
+    store_->compareSet(holder_key_, store_bytes(holder), store_bytes(token_));
   }
   throw std::invalid_argument(where_ + " refused island " + id + ": " + std::to_string(kClaimTries) +
                               " other jobs took island " + id +
@@ -58,7 +51,7 @@ IslandLease::~IslandLease() {
   stopping_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
   try {
-    store_->compareSet(holder_key_, bytes_of(token_), bytes_of(kReleased));
+    store_->compareSet(holder_key_, store_bytes(token_), store_bytes(kReleased));
   } catch (const std::exception&) {
     // The rendezvous is gone: nothing is held there any more.
   }

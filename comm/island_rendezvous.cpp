@@ -15,13 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<uint8_t> bytes_of(const std::string& text) {
-  return {text.begin(), text.end()};
-}
-std::string text_of(const std::vector<uint8_t>& bytes) {
-  return {bytes.begin(), bytes.end()};
-}
-
 // An island's arrival: its id, the token of the process (or job) that arrived as it, so that a
 // list written by an earlier run of the same island (an earlier attempt) is not taken for its own,
 // and its proof of the job secret ("" without one).
@@ -104,6 +97,14 @@ std::string process_token() {
          std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
 }
 
+std::vector<uint8_t> store_bytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+
+std::string store_text(const std::vector<uint8_t>& bytes) {
+  return {bytes.begin(), bytes.end()};
+}
+
 std::string rendezvous_name(const RendezvousAddress& address) {
   return "outer.rendezvous " + address.host + ":" + std::to_string(address.port);
 }
@@ -135,7 +136,7 @@ RendezvousServer::RendezvousServer(uint16_t port, std::shared_ptr<const MessageA
     throw std::runtime_error("rendezvous: cannot serve on port " + std::to_string(port) + ": " +
                              one_line_reason(e) + "; pick a free port (--port)");
   }
-  if (authenticator) store_->set(kAdmissionKey, bytes_of(admission_record(*authenticator)));
+  if (authenticator) store_->set(kAdmissionKey, store_bytes(admission_record(*authenticator)));
 }
 
 IslandRendezvous::IslandRendezvous(const RendezvousAddress& address, IslandRendezvousOptions options)
@@ -156,11 +157,11 @@ void IslandRendezvous::compare_settings(const std::string& key) {
   // The run's settings once a round completed (record_round), else the first arrival's at this round.
   std::string recorded, whose;
   if (store_->check({kRunSettingsKey})) {
-    recorded = text_of(store_->get(kRunSettingsKey));
+    recorded = store_text(store_->get(kRunSettingsKey));
     whose = "the run's (its islands' at round " + std::to_string(latest_round().value_or(0)) + ")";
   } else {
     const std::string mine = std::to_string(options_.island) + "\n" + options_.shared_settings;
-    const std::string first = text_of(store_->compareSet(key + kSettingsKey, {}, bytes_of(mine)));
+    const std::string first = store_text(store_->compareSet(key + kSettingsKey, {}, store_bytes(mine)));
     const size_t newline = first.find('\n');
     recorded = first.substr(newline + 1);
     whose = "island " + first.substr(0, newline) + "'s, the first to arrive,";
@@ -185,7 +186,7 @@ void IslandRendezvous::admit(const std::string& where) {
   }
   // The first island to arrive writes the record when the rendezvous did not; everyone else checks it.
   const std::string mine = admission_record(*options_.authenticator);
-  const std::string record = text_of(store_->compareSet(kAdmissionKey, {}, bytes_of(mine)));
+  const std::string record = store_text(store_->compareSet(kAdmissionKey, {}, store_bytes(mine)));
   const size_t colon = record.find(':');
   if (colon == std::string::npos || !options_.authenticator->verify_hex(
                                         kAdmissionContext, record.substr(0, colon), record.substr(colon + 1)))
@@ -216,19 +217,19 @@ std::string IslandRendezvous::session(const RoundMembership& membership, int pos
 RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   const std::string key = round_key(round, attempt);
   compare_settings(key);  // before arriving: a refused island never becomes a member
-  store_->append(key + "arrivals",
-                 bytes_of(std::to_string(options_.island) + ":" + options_.token + ":" + proof(key) + ","));
+  store_->append(key + "arrivals", store_bytes(std::to_string(options_.island) + ":" + options_.token + ":" +
+                                               proof(key) + ","));
   const auto accepted = [&](const Arrival& a) { return proven(a.island, a.token, a.proof, key); };
   const auto start = Clock::now();
   std::optional<Clock::time_point> quorum_since;  // when this island first saw the minimum there
   while (!store_->check({key + "members"})) {
-    const std::vector<Arrival> arrived = parse_arrivals(text_of(store_->get(key + "arrivals")), accepted);
+    const std::vector<Arrival> arrived = parse_arrivals(store_text(store_->get(key + "arrivals")), accepted);
     const auto now = Clock::now();
     if (static_cast<int>(arrived.size()) >= options_.min_islands && !quorum_since) quorum_since = now;
     const bool everyone = static_cast<int>(arrived.size()) >= options_.max_islands;
     if (everyone || (quorum_since && now - *quorum_since >= options_.grace)) {
       // The first closer's list wins; a later compareSet finds the key set and changes nothing.
-      store_->compareSet(key + "members", {}, bytes_of(join_arrivals(arrived)));
+      store_->compareSet(key + "members", {}, store_bytes(join_arrivals(arrived)));
       break;
     }
     if (!quorum_since && now - start > options_.timeout)
@@ -242,7 +243,7 @@ RoundMembership IslandRendezvous::join(int64_t round, int attempt) {
   RoundMembership membership;
   membership.round = round;
   membership.attempt = attempt;
-  for (const Arrival& a : parse_arrivals(text_of(store_->get(key + "members")), accepted)) {
+  for (const Arrival& a : parse_arrivals(store_text(store_->get(key + "members")), accepted)) {
     if (a.island == options_.island && a.token == options_.token)
       membership.index = static_cast<int>(membership.islands.size());
     membership.islands.push_back(a.island);
@@ -254,13 +255,13 @@ bool IslandRendezvous::settle(const RoundMembership& membership, int position, i
                               bool succeeded) {
   const std::string key = round_key(membership.round, membership.attempt) + "settle/";
   const auto decide = [&](const char* outcome) {
-    return text_of(store_->compareSet(key + "outcome", {}, bytes_of(outcome))) == "1";
+    return store_text(store_->compareSet(key + "outcome", {}, store_bytes(outcome))) == "1";
   };
   // A failure decides before its report exists, so whoever sees every report present finds the
   // outcome already written when one of them is a failure.
   if (!succeeded) decide("0");
   store_->set(key + std::to_string(options_.island) + "/" + std::to_string(position),
-              bytes_of(succeeded ? "1" : "0"));
+              store_bytes(succeeded ? "1" : "0"));
   std::vector<std::string> reports;
   for (int island : membership.islands)
     for (int p = 0; p < positions; ++p)
@@ -271,20 +272,20 @@ bool IslandRendezvous::settle(const RoundMembership& membership, int position, i
     if (Clock::now() - start > options_.timeout) return decide("0");  // a member died before reporting
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return text_of(store_->get(key + "outcome")) == "1";
+  return store_text(store_->get(key + "outcome")) == "1";
 }
 
 std::optional<int64_t> IslandRendezvous::latest_round() {
   if (!store_->check({"latest_round"})) return std::nullopt;
-  return std::stoll(text_of(store_->get("latest_round")));
+  return std::stoll(store_text(store_->get("latest_round")));
 }
 
 void IslandRendezvous::record_round(int64_t round) {
   const std::optional<int64_t> latest = latest_round();
   if (latest && round <= *latest) return;
-  store_->set("latest_round", bytes_of(std::to_string(round)));
+  store_->set("latest_round", store_bytes(std::to_string(round)));
   // The settings every member of a completed round agreed on: later arrivals are held to them.
-  if (!options_.shared_settings.empty()) store_->set(kRunSettingsKey, bytes_of(options_.shared_settings));
+  if (!options_.shared_settings.empty()) store_->set(kRunSettingsKey, store_bytes(options_.shared_settings));
 }
 
 std::unique_ptr<GlooCommunicator> IslandRendezvous::group(const RoundMembership& membership, int position,

@@ -56,6 +56,9 @@ std::string rendezvous_name(const RendezvousAddress& address);
 // be reached within `timeout`.
 c10::intrusive_ptr<c10d::Store> connect_rendezvous(const RendezvousAddress& address,
                                                    std::chrono::milliseconds timeout);
+// A store value from text and back (the store holds bytes).
+std::vector<uint8_t> store_bytes(const std::string& text);
+std::string store_text(const std::vector<uint8_t>& bytes);
 
 struct RoundMembership {
   int64_t round = 0;

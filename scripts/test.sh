@@ -2,8 +2,19 @@
 # The test command: installs dependencies, builds, and runs the whole suite (unit tests and
 # multi-rank tests under mpirun) through CTest, then fuzzes every file reader for ATOLL_FUZZ_SECONDS
 # (default 20) each and runs the unit tests under ASan + UBSan.
+#   bash scripts/test.sh [CTEST_ARGS...]   the whole suite (CI's command); CTEST_ARGS narrow CTest
+#                                          and then skip the sanitizer steps
+#   bash scripts/test.sh --quick           the edit-test loop: the build, the unit tests and one
+#                                          multi-rank test per capability (DP/TP, PP, ZeRO, bf16,
+#                                          checkpoints, islands, the command end to end), in about
+#                                          3 minutes after a build
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+if [[ ${1:-} == --quick ]]; then
+  quick=1
+  shift
+fi
 # Each phase's wall time, so that a slow run says where its time went.
 phase_start=$SECONDS
 phase_done() { echo "test.sh: $1 took $((SECONDS - phase_start)) s (total $SECONDS s)"; phase_start=$SECONDS; }
@@ -14,6 +25,11 @@ ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON ${ATOLL_CMAKE_ARGS:-}" bash scripts/build
 phase_done "the release build"
 export OMP_NUM_THREADS=1
 cd build
+if ((quick)); then
+  ctest --output-on-failure --timeout 900 -R '^(unit|test_layout_parity_np2|test_pipeline_parity_np2|test_zero_parity_np2|test_mixed_precision_np2|test_checkpoint_np2|test_islands_np2|cli_runs|fuzz_replay_.*)$' "$@"
+  phase_done "CTest, the quick selection"
+  exit 0
+fi
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
 phase_done "CTest"
 cd ..

@@ -28,16 +28,30 @@ fi
 # phi evaluated beside island 0's theta, a checkpoint whose tensors name their island, and
 # `ckpt export` writing phi.
 timeout 120 "$atoll" launch "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco \
-  --set outer.inner_steps=3 --set outer.compression=int8 --set checkpoint.every=6 --set run.dir="$work/islands" \
-  >"$work/islands.log" 2>&1
+  --set outer.inner_steps=3 --set outer.compression=int8 --set checkpoint.every=2 --set train.eval_every=2 \
+  --set run.dir="$work/islands" >"$work/islands.log" 2>&1
 if [[ $? -eq 0 && $(grep -c '"outer_bytes_total"' "$work/islands/metrics.jsonl") -eq 6 \
-      && $(grep -c '"val_loss_outer"' "$work/islands/metrics.jsonl") -eq 2 && $(grep -c '| outer .* in all' "$work/islands.log") -ge 1 ]] &&
+      && $(grep -c '"val_loss_outer"' "$work/islands/metrics.jsonl") -eq 3 && $(grep -c '| outer .* in all' "$work/islands.log") -ge 1 ]] &&
    "$atoll" ckpt inspect "$work/islands/checkpoints" >"$work/islands_inspect.log" 2>&1 &&
    grep -q 'outer_momentum@1' "$work/islands_inspect.log" &&
    "$atoll" ckpt export "$work/islands/checkpoints" --out "$work/islands_phi/model.safetensors" >/dev/null 2>&1; then
   check ok "launch: 2 islands with DiLoCo log outer bytes and phi's val loss; the checkpoint holds both islands"
 else
   check fail "launch: 2 islands with DiLoCo"; sed 's/^/    /' "$work/islands.log" | tail -20
+fi
+# Mid-round (step 4; the rounds end at steps 3 and 6) island 0's theta and phi differ: `ckpt export`
+# of the step-4 checkpoint writes phi, and `atoll eval` of the export on the run's 4 validation
+# sequences gives phi's val loss as the run logged it at step 4 (eval prints 4 decimals).
+read -r theta4 phi4 < <(sed -n 's/^{"step":4,"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2/p' \
+  "$work/islands/metrics.jsonl")
+"$atoll" ckpt export "$work/islands/checkpoints/step-4" --out "$work/islands_phi4" >"$work/export4.log" 2>&1 &&
+  "$atoll" eval "$work/islands_phi4" --data "$work/data/val.bin" --max-sequences 4 >"$work/eval4.log" 2>&1
+eval4=$(sed -n 's/^loss \([0-9.]*\) .*/\1/p' "$work/eval4.log")
+if python3 -c 'import sys; t, p, e = map(float, sys.argv[1:]); sys.exit(not (abs(e - p) <= 1.5e-4 and abs(t - p) > 1e-3))' \
+    "${theta4:-nan}" "${phi4:-nan}" "${eval4:-nan}"; then
+  check ok "ckpt export mid-round writes phi: atoll eval of it gives phi's logged val loss $phi4 (eval $eval4; theta's $theta4)"
+else
+  check fail "ckpt export mid-round / atoll eval (theta $theta4, phi $phi4, eval of the export '$eval4')" "$work/eval4.log"
 fi
 
 # A 2-stage pipeline (1F1B, 2 microbatches, one layer per stage) trains and reports its bubble.

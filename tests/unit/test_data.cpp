@@ -78,8 +78,6 @@ std::vector<int64_t> epoch_of(SampleOrder& order, int64_t epoch) {
   return out;
 }
 
-}  // namespace
-
 TEST_F(TokenShardFiles, RoundTripUint16) {
   write_token_shard(path("small.bin"), {0, 1, 255, 65535, 7});
   const TokenShard shard(path("small.bin"));
@@ -196,7 +194,6 @@ TEST(BatchSlice, RanksAndMicrobatchesTileEachGlobalBatch) {
   EXPECT_THROW(batch_slice(0, 8, 0, 2, 2, 2), std::out_of_range);
 }
 
-namespace {
 PrepareOptions options_for(std::vector<std::string> inputs, std::string out, double val_fraction) {
   PrepareOptions options;
   options.inputs = std::move(inputs);
@@ -204,7 +201,6 @@ PrepareOptions options_for(std::vector<std::string> inputs, std::string out, dou
   options.val_fraction = val_fraction;
   return options;
 }
-}  // namespace
 
 TEST_F(PrepareByteShards, SplitsTheConcatenatedBytesIntoTrainAndVal) {
   const std::string a = write_file("a.txt", "hello world");
@@ -237,3 +233,5 @@ TEST_F(PrepareByteShards, RejectsBadInputWithOneLine) {
   expect_contains(prepare_error({write_file("tiny.txt", "abc")}, 0.5), {"3 bytes, too few"});
   EXPECT_FALSE(fs::exists(path("out"))) << "nothing is written when the input is bad";
 }
+
+}  // namespace

@@ -77,8 +77,6 @@ std::string write_sample(const fs::path& dir) {
   return writer.path();
 }
 
-}  // namespace
-
 TEST(TensorBoardCrc, KnownVectors) {
   EXPECT_EQ(atl::checkpoint::crc32c("123456789", 9), 0xE3069283u);
   EXPECT_EQ(atl::runtime::masked_crc32c("123456789", 9), expected_mask(0xE3069283u));
@@ -202,3 +200,5 @@ TEST_F(TensorBoardTest, CreatesNestedDirectoryAndNamesAnUnusablePath) {
   }
   EXPECT_THROW(tensorboard_files((dir_ / "missing").string()), std::runtime_error);
 }
+
+}  // namespace
