@@ -37,20 +37,24 @@ YAML
 timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
 [[ $? -eq 0 && -d $work/ref/checkpoints/step-300 ]] && check ok "reference run" || check fail "reference run" "$work/ref.log"
 
-# restart: one rank killed with SIGKILL once the job is past a random step.
+# restart: one rank killed with SIGKILL once the job is past a random step. The step and the rank
+# come from a seed the result line names (OPS_SEED=N reruns the same choice).
+seed=${OPS_SEED:-$$}
+RANDOM=$seed
 kill_at=$((RANDOM % 150 + 30))
 timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/restart" --max-restarts 2 >"$work/restart.log" 2>&1 &
 job=$!
 until grep -q "\"step\":$kill_at," "$work/restart/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
-victim=$(pgrep -f "^[^ ]*atoll train $work/ops.yaml.*run.dir=$work/restart" | shuf -n 1)
+ranks=($(pgrep -f "^[^ ]*atoll train $work/ops.yaml.*run.dir=$work/restart" | sort -n))
+victim=${ranks[RANDOM % (${#ranks[@]} > 0 ? ${#ranks[@]} : 1)]:-}
 kill -9 "$victim"
 wait $job
 status=$?
 if [[ $status -eq 0 ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.log" && grep -q "restart 1 of 2" "$work/restart.log" \
     && grep -q '"event":"restart"' "$work/restart/metrics.jsonl" && same_files "$work/ref/checkpoints/step-300" "$work/restart/checkpoints/step-300"; then
-  check ok "restart: kill -9 of pid $victim past step $kill_at, relaunched, final state bitwise equal to the uninterrupted run"
+  check ok "restart: kill -9 of pid $victim past step $kill_at (OPS_SEED=$seed), relaunched, final state bitwise equal to the uninterrupted run"
 else
-  check fail "restart (exit $status, kill past step $kill_at)" "$work/restart.log"
+  check fail "restart (exit $status, kill past step $kill_at, OPS_SEED=$seed)" "$work/restart.log"
 fi
 
 # preempt: SIGTERM to the launcher; then resume to the end.

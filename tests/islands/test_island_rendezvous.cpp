@@ -52,14 +52,33 @@ int64_t sum_of_members(IslandRendezvous& rendezvous, const RoundMembership& m, i
   return value[0].item<int64_t>();
 }
 
-// Island 2 arrives 2.5 s late for round 0 (closed after 1 s of grace with islands 0 and 1); the
-// others spend 3 s on "inner steps" before round 1, where all three meet.
+// What island `island` of this scenario has written so far (its ATOLL_RDV_OUT, beside this one's).
+std::string written_by(int island) {
+  std::string path = std::getenv("ATOLL_RDV_OUT");
+  path.back() = static_cast<char>('0' + island);
+  return test::read_file(path);
+}
+
+// Waits (at most 60 s) until island `island` has written a line starting with `prefix`.
+void wait_for_line_of(int island, const std::string& prefix) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string text = written_by(island);
+    if (text.rfind(prefix, 0) == 0 || text.find("\n" + prefix) != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("island " + std::to_string(island) + " never wrote '" + prefix + "'");
+}
+
+// Island 2 arrives at round 0 once islands 0 and 1 have closed it between them (after 1 s of grace),
+// so it sits the round out; they wait for it to have done so before round 1, where all three meet.
+// (Events, not sleeps: on a loaded machine a late start of islands 0 and 1 cannot turn island 2's
+// late arrival into an early one.)
 int late_island(int island, std::ofstream& out) {
   IslandRendezvous rendezvous = connect(island);
-  if (island == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  if (island == 2) wait_for_line_of(0, "round 0 ");
   const RoundMembership first = rendezvous.join(0);
-  out << describe(first) << "\n";
-  if (first.member()) std::this_thread::sleep_for(std::chrono::seconds(3));
+  out << describe(first) << std::endl;
+  if (first.member()) wait_for_line_of(2, "round 0 ");
   const RoundMembership second = rendezvous.join(1);
   out << describe(second) << " sum " << sum_of_members(rendezvous, second, island) << "\n";
   return 0;
