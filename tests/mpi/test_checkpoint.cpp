@@ -64,29 +64,58 @@ Trained run_steps(Trainer& trainer, int steps) {
 class CheckpointMode : public Checkpoint,
                        public ::testing::WithParamInterface<atl::runtime::CheckpointMode> {};
 
-TEST_P(CheckpointMode, ResumeIsBitwise) {
-  Config config = resume_layout(world(), "ckpt-resume-" + std::string(atl::runtime::name_of(GetParam())));
-  config.checkpoint.mode = GetParam();
+// `config` trained straight and with a save at half its steps, two more steps, an exit and a resume:
+// the resumed half is bit for bit the straight run's (losses and parameters).
+void expect_resume_is_bitwise(atl::comm::MpiCommunicator& world, Config config,
+                              const atl::runtime::LaunchEnvironment& environment = {}) {
   const int half = config.train.steps / 2;
-  Trainer straight_trainer(config, world(), nullptr);
+  Trainer straight_trainer(config, world, nullptr);
   const Trained straight = run_steps(straight_trainer, config.train.steps);
 
   config.run.dir += "-interrupted";
   {
-    atl::runtime::LaunchEnvironment slow_copy;
-    if (GetParam() == atl::runtime::CheckpointMode::kAsyncLazy) slow_copy.checkpoint_copy_delay_ms = "10";
-    Trainer first(config, world(), nullptr, slow_copy);
+    Trainer first(config, world, nullptr, environment);
     run_steps(first, half);
     first.save_checkpoint();
     run_steps(first, 2);  // the state moves on; the checkpoint must hold step `half`
   }                       // exit: waits for the commit
   config.checkpoint.resume = "auto";
-  Trainer resumed(config, world(), nullptr);
+  Trainer resumed(config, world, nullptr);
   ASSERT_EQ(resumed.step(), half);
   const Trained second = run_steps(resumed, half);
   for (int s = 0; s < half; ++s)
     EXPECT_EQ(second.losses[s], straight.losses[half + s]) << "step " << half + s + 1;
   for (const auto& [name, value] : straight.params) EXPECT_TRUE(second.params.at(name).equal(value)) << name;
+}
+
+TEST_P(CheckpointMode, ResumeIsBitwise) {
+  Config config = resume_layout(world(), "ckpt-resume-" + std::string(atl::runtime::name_of(GetParam())));
+  config.checkpoint.mode = GetParam();
+  atl::runtime::LaunchEnvironment slow_copy;
+  if (GetParam() == atl::runtime::CheckpointMode::kAsyncLazy) slow_copy.checkpoint_copy_delay_ms = "10";
+  expect_resume_is_bitwise(world(), config, slow_copy);
+}
+
+// The states a checkpoint must carry beyond fp32 ZeRO-1 at DP=2, in the same layout: bf16 training
+// (the fp32 master weights, not the bf16 copies, are what resumes) and ZeRO-2 and ZeRO-3 (gradients
+// and parameters sharded over the dp ranks).
+ATOLL_RUNS_AT(Checkpoint, Bf16AndZero2And3ResumeIsBitwise, 2);
+TEST_F(Checkpoint, Bf16AndZero2And3ResumeIsBitwise) {
+  struct Variant {
+    const char* name;
+    atl::runtime::Precision precision;
+    int zero;
+  };
+  for (const Variant v : {Variant{"bf16-zero1", atl::runtime::Precision::kBf16, 1},
+                          Variant{"zero2", atl::runtime::Precision::kFp32, 2},
+                          Variant{"zero3", atl::runtime::Precision::kFp32, 3},
+                          Variant{"bf16-zero3", atl::runtime::Precision::kBf16, 3}}) {
+    SCOPED_TRACE(v.name);
+    Config config = resume_layout(world(), std::string("ckpt-state-") + v.name);
+    config.train.precision = v.precision;
+    config.parallel.zero = v.zero;
+    expect_resume_is_bitwise(world(), config);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode,
