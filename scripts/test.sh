@@ -7,7 +7,7 @@
 #   bash scripts/test.sh --quick           the edit-test loop: the build, the unit tests and one
 #                                          multi-rank test per capability (DP/TP, PP, ZeRO, bf16,
 #                                          checkpoints, islands, the command end to end), in about
-#                                          3 minutes after a build
+#                                          2 minutes after a build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
