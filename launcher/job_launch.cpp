@@ -16,6 +16,12 @@ LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const c
   return slurm_job_id && *slurm_job_id ? LaunchMode::kSlurm : LaunchMode::kLocal;
 }
 
+std::string command_line(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
 std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   std::vector<std::string> command;
   if (r.mode == LaunchMode::kSlurm) {

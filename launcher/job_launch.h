@@ -28,6 +28,9 @@ LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const c
 // `mpirun ...` or `srun ...`, ending just before the per-rank command.
 std::vector<std::string> launcher_prefix(const LaunchRequest& request);
 
+// A command's words joined by spaces, as `atoll launch` prints what it runs.
+std::string command_line(const std::vector<std::string>& words);
+
 // One rank's exit as its supervisor recorded it.
 struct RankExit {
   int rank = -1;

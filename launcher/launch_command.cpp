@@ -117,12 +117,6 @@ LaunchOptions parse_options(const Args& rest) {
   return o;
 }
 
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 void append_event(const std::string& run_dir, const runtime::JsonRecord& record) {
   std::filesystem::create_directories(run_dir);
   runtime::MetricsLog(run_dir + "/metrics.jsonl").write(record);
@@ -171,7 +165,7 @@ int launch_command(const Args& args) {
   std::vector<std::string> command = launcher_prefix(request);
   command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
   for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
-  std::cout << "atoll launch: " << joined(command) << std::endl;
+  std::cout << "atoll launch: " << command_line(command) << std::endl;
   if (options.dry_run) return 0;
   if (options.max_restarts > 0 && config.checkpoint.every == 0)
     std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"

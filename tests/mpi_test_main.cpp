@@ -36,14 +36,13 @@ class AgreeOnVerdict : public testing::EmptyTestEventListener {
 // The cases that skipped, by name (the same on every rank).
 class SkippedCases : public testing::EmptyTestEventListener {
  public:
-  const std::string& names() const { return names_; }
+  const std::vector<std::string>& names() const { return names_; }
 
  private:
   void OnTestEnd(const testing::TestInfo& info) override {
-    if (info.result()->Skipped())
-      names_ += (names_.empty() ? "" : ", ") + std::string(info.test_suite_name()) + "." + info.name();
+    if (info.result()->Skipped()) names_.push_back(std::string(info.test_suite_name()) + "." + info.name());
   }
-  std::string names_;
+  std::vector<std::string> names_;
 };
 
 // Leaves the cases written for other rank counts out of this run (one line on rank 0 says which).
@@ -90,7 +89,7 @@ int main(int argc, char** argv) {
   if (!skipped->names().empty()) {
     if (rank == 0)
       std::cerr << "cases skipped, which fails this run (a case must run or be left out): "
-                << skipped->names() << "\n";
+                << atl::test::joined(skipped->names(), ", ") << "\n";
     failed = 1;
   }
   int any_failed = 0;

@@ -245,6 +245,13 @@ inline void expect_zero_parity(Config config, const Agreement& agreement = {}) {
   }
 }
 
+// The metrics of the first training step of `config` on all launched ranks (its byte counters: what
+// a setting that changes no result, only what is sent, is checked by).
+inline atl::runtime::StepMetrics first_step_metrics(const Config& config) {
+  Trainer trainer(config, *atl::test::MpiTestEnv::runtime().world(), nullptr);
+  return trainer.train_step();
+}
+
 // The bytes of model state each rank allocates (parameters, gradients, optimizer), measured from
 // its live buffers after two training steps, within 5% of atoll plan's prediction for the layout.
 inline void expect_model_state_as_planned(Config config) {

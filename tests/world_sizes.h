@@ -25,13 +25,19 @@ inline bool register_world_sizes(const std::string& test, std::initializer_list<
   return true;
 }
 
+// `names` joined by `separator`.
+inline std::string joined(const std::vector<std::string>& names, const std::string& separator) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : separator) + name;
+  return out;
+}
+
 // The registered cases that do not run at `world_size`, as gtest filter patterns joined by ':'.
 inline std::string cases_for_other_world_sizes(int world_size) {
-  std::string patterns;
+  std::vector<std::string> patterns;
   for (const auto& [test, sizes] : world_size_registry())
-    if (std::find(sizes.begin(), sizes.end(), world_size) == sizes.end())
-      patterns += (patterns.empty() ? "" : ":") + test;
-  return patterns;
+    if (std::find(sizes.begin(), sizes.end(), world_size) == sizes.end()) patterns.push_back(test);
+  return joined(patterns, ":");
 }
 
 // The registered names that match no case of this binary (a misspelt registration), joined by ", ".
@@ -42,11 +48,10 @@ inline std::string unknown_registered_cases() {
     for (int t = 0; t < unit.GetTestSuite(s)->total_test_count(); ++t)
       known.push_back(std::string(unit.GetTestSuite(s)->name()) + "." +
                       unit.GetTestSuite(s)->GetTestInfo(t)->name());
-  std::string unknown;
+  std::vector<std::string> unknown;
   for (const auto& [test, sizes] : world_size_registry())
-    if (std::find(known.begin(), known.end(), test) == known.end())
-      unknown += (unknown.empty() ? "" : ", ") + test;
-  return unknown;
+    if (std::find(known.begin(), known.end(), test) == known.end()) unknown.push_back(test);
+  return joined(unknown, ", ");
 }
 
 }  // namespace atl::test

@@ -29,8 +29,8 @@ island_config "$work/islands.yaml"
 od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/secret"
 chmod 600 "$work/secret"
 
-# step, theta's and phi's validation loss of every validation record.
-validation() { sed -n 's/^{"step":\([0-9]*\),"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
+# What same_run compares besides the losses: theta's and phi's validation.
+validation() { theta_and_phi "$1"; }
 # The island events (island_dropped, ...) named $2 of a metrics.jsonl.
 island_events() { grep -o "\"event\":\"$2\",\"step\":[0-9]*,\"island\":[0-9]*" "$1"; }
 # The step of the last step record of a metrics.jsonl.

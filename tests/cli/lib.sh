@@ -78,6 +78,8 @@ checkpoint: { every: 8 }
 outer:      { algorithm: diloco, inner_steps: 4, timeout_s: 60 }
 YAML
 }
+# step, theta's and phi's validation loss of every validation record of an islands run's metrics.jsonl.
+theta_and_phi() { sed -n 's/^{"step":\([0-9]*\),"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2 \3/p' "$1"; }
 # step, loss, grad norm of every step of a metrics.jsonl (without timings).
 losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
 # same_run EXPECTED ACTUAL DIFF: whether ACTUAL's losses and validation (the caller's `validation`) are EXPECTED's,

@@ -42,8 +42,7 @@ fi
 # Mid-round (step 4; the rounds end at steps 3 and 6) island 0's theta and phi differ: `ckpt export`
 # of the step-4 checkpoint writes phi, and `atoll eval` of the export on the run's 4 validation
 # sequences gives phi's val loss as the run logged it at step 4 (eval prints 4 decimals).
-read -r theta4 phi4 < <(sed -n 's/^{"step":4,"val_loss":\([^,}]*\),.*"val_loss_outer":\([^,}]*\).*/\1 \2/p' \
-  "$work/islands/metrics.jsonl")
+read -r _ theta4 phi4 < <(theta_and_phi "$work/islands/metrics.jsonl" | awk '$1 == 4')
 "$atoll" ckpt export "$work/islands/checkpoints/step-4" --out "$work/islands_phi4" >"$work/export4.log" 2>&1 &&
   "$atoll" eval "$work/islands_phi4" --data "$work/data/val.bin" --max-sequences 4 >"$work/eval4.log" 2>&1
 eval4=$(sed -n 's/^loss \([0-9.]*\) .*/\1/p' "$work/eval4.log")

@@ -73,17 +73,12 @@ TEST(MixedPrecision, Bf16ReductionsTrackFp32Reductions) {
 // parallelism, whose dp group sends the gradient all-reduce alone, a step's dp bytes halve, and
 // both match atoll plan's prediction. (Loss parity alone would pass a setting that was ignored.)
 TEST(MixedPrecision, Bf16ReductionsHalveTheDataParallelBytes) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
   Config config = bf16(layout("bf16-reduce-bytes", 1));
-  const auto dp_bytes_of_a_step = [&world](const Config& c) {
-    atl::runtime::Trainer trainer(c, *world, nullptr);
-    return static_cast<double>(trainer.train_step().dp_bytes);
-  };
-  const double fp32_reduce = dp_bytes_of_a_step(config);
+  const double fp32_reduce = static_cast<double>(atl::test::first_step_metrics(config).dp_bytes);
   EXPECT_NEAR(fp32_reduce, atl::launcher::make_plan(config).stages.at(0).dp_bytes, 0.01 * fp32_reduce);
   config.parallel.reduce_dtype = atl::runtime::Precision::kBf16;
   config.run.dir += "-bf16-reduce";
-  const double bf16_reduce = dp_bytes_of_a_step(config);
+  const double bf16_reduce = static_cast<double>(atl::test::first_step_metrics(config).dp_bytes);
   EXPECT_GT(bf16_reduce, 0.0);
   EXPECT_NEAR(bf16_reduce, fp32_reduce / 2, 0.01 * fp32_reduce) << "fp32 reductions sent " << fp32_reduce;
   EXPECT_NEAR(bf16_reduce, atl::launcher::make_plan(config).stages.at(0).dp_bytes, 0.01 * bf16_reduce);

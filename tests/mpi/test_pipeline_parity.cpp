@@ -69,28 +69,19 @@ TEST(PipelineParity, ThreeDimensionalLayoutMatchesOneRank) {
   expect_parity(config);
 }
 
-namespace {
-
 // Sequence parallelism shards what the stages send each other along the sequence: at TP=2 x PP=2 a
 // step's pipeline bytes halve with it, as `atoll plan` predicts. (Parity alone would pass a
 // sequence_parallel setting that was ignored: the sums are the same either way.)
 ATOLL_RUNS_AT(PipelineParity, SequenceParallelHalvesTheStageMessages, 4);
 TEST(PipelineParity, SequenceParallelHalvesTheStageMessages) {
-  auto world = atl::test::MpiTestEnv::runtime().world();
   Config config = layout("sp-bytes", /*tp=*/2, /*pp=*/2);
   config.model.layers = 2;
   config.parallel.microbatches = 2;
-  const auto pp_bytes_of_a_step = [&world](const Config& c) {
-    atl::runtime::Trainer trainer(c, *world, nullptr);
-    return static_cast<double>(trainer.train_step().pp_bytes);
-  };
-  const double whole = pp_bytes_of_a_step(config);
+  const double whole = static_cast<double>(atl::test::first_step_metrics(config).pp_bytes);
   config.parallel.sequence_parallel = true;
   config.run.dir += "-sp";
-  const double sharded = pp_bytes_of_a_step(config);
+  const double sharded = static_cast<double>(atl::test::first_step_metrics(config).pp_bytes);
   EXPECT_GT(sharded, 0.0);
   EXPECT_NEAR(sharded, whole / 2, 0.01 * whole) << "without sequence parallelism " << whole;
   EXPECT_NEAR(sharded, atl::launcher::make_plan(config).stages.at(0).pp_bytes, 0.01 * sharded);
 }
-
-}  // namespace

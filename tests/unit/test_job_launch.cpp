@@ -14,10 +14,7 @@ using atl::launcher::LaunchMode;
 using atl::launcher::LaunchRequest;
 
 std::string line(const LaunchRequest& request) {
-  std::string text;
-  for (const std::string& word : atl::launcher::launcher_prefix(request))
-    text += (text.empty() ? "" : " ") + word;
-  return text;
+  return atl::launcher::command_line(atl::launcher::launcher_prefix(request));
 }
 
 }  // namespace
