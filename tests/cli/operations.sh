@@ -88,11 +88,14 @@ status=$?
 end=$(date +%s.%N)
 hang_began=$(stat -c %.9Y "$work/hang/metrics.jsonl")  # the last step record, written before step 4 began
 dumps=$(ls "$work/hang/flight" 2>/dev/null | grep -c '^rank-[0-3].json$')
-if [[ $status -eq $EXIT_HANG && $dumps -eq 4 ]] && grep -q "rank 1 is behind: it issued" "$work/hang.log" \
-    && [[ $(grep -c "is behind" "$work/hang.log") -eq 1 ]] && awk -v a="$hang_began" -v b="$end" 'BEGIN { exit !(b - a < 6) }'; then
-  check ok "watchdog: all ranks gone $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s after the hang (timeout 3 s), 4 dumps, laggard named"
+# The wait the watchdog measured in the ranks: never under the timeout (it must not fire early).
+waited=$(grep -o 'has waited [0-9.]* s (comm.timeout_s = 3.0 s)' "$work/hang.log" | head -1 | grep -o '[0-9.]* s (' | grep -o '^[0-9.]*')
+if [[ $status -eq $EXIT_HANG && $dumps -eq 4 && -n $waited ]] && grep -q "rank 1 is behind: it issued" "$work/hang.log" \
+    && [[ $(grep -c "is behind" "$work/hang.log") -eq 1 ]] && awk -v w="$waited" 'BEGIN { exit !(w >= 3) }' \
+    && awk -v a="$hang_began" -v b="$end" 'BEGIN { exit !(b - a < 6) }'; then
+  check ok "watchdog: fired after $waited s waited, all ranks gone $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s after the hang (timeout 3 s), 4 dumps, laggard named"
 else
-  check fail "watchdog (exit $status, $dumps dumps, $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s)" "$work/hang.log"
+  check fail "watchdog (exit $status, $dumps dumps, waited '$waited', $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s)" "$work/hang.log"
 fi
 
 # nonfinite: skip.
