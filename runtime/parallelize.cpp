@@ -282,7 +282,8 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                              kernel_on(config.kernels.native_gqa, device.is_cuda())};
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
-                                                         p.sequence_parallel, part, gate, kernels));
+                                                         p.sequence_parallel, part, gate, kernels,
+                                                         config.train.recompute));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);

@@ -349,6 +349,7 @@ const std::vector<Field>& fields() {
         train("sample_tokens", &TrainConfig::sample_tokens, at_least(1)),
         train("precision", &TrainConfig::precision),
         train("on_nonfinite", &TrainConfig::on_nonfinite),
+        train("recompute", &TrainConfig::recompute),
         optim("lr", &OptimConfig::lr, above(0)),
         optim("min_lr", &OptimConfig::min_lr, at_least(0)),
         optim("warmup", &OptimConfig::warmup, at_least(0)),

@@ -46,6 +46,15 @@ struct Choices<NonFiniteAction> {
       {{NonFiniteAction::kSkip, "skip"}, {NonFiniteAction::kStop, "stop"}}};
 };
 
+// train.recompute: which activations a decoder layer keeps for its backward (docs/design.md,
+// "Activation recomputation").
+enum class Recompute { kNone, kSelective, kFull };
+template <>
+struct Choices<Recompute> {
+  static constexpr std::array<Choice<Recompute>, 3> list{
+      {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+};
+
 template <>
 struct Choices<optim::LrDecay> {
   static constexpr std::array<Choice<optim::LrDecay>, 3> list{{{optim::LrDecay::kCosine, "cosine"},
@@ -177,6 +186,11 @@ struct TrainConfig {
   // A non-finite loss or gradient norm: skip (drop the step's update, count it, go on) | stop (commit
   // a checkpoint of the state before the step and exit with an error).
   NonFiniteAction on_nonfinite = NonFiniteAction::kStop;
+  // Activation recomputation: none (every layer keeps its activations until its backward) |
+  // selective (the linear layers' outputs and the fused attention's are kept, norms, RoPE, the
+  // SwiGLU product and a hand-written attention's softmax recomputed) | full (a layer keeps only
+  // its input and runs its forward again in backward).
+  Recompute recompute = Recompute::kNone;
 };
 
 struct OptimConfig {

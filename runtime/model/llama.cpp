@@ -143,7 +143,7 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
                        comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
-                       parallel::ParameterGate* gate, const ModelKernels& kernels)
+                       parallel::ParameterGate* gate, const ModelKernels& kernels, Recompute recompute)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
@@ -151,17 +151,18 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       sequence_parallel_(sequence_parallel && tp.size() > 1),
       gate_(gate),
       kernels_(kernels),
+      recompute_(recompute),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   if (part_.embedding || (part_.head && config.tie_embeddings))
     embed_ = params.value("model.embed_tokens.weight");
   for (int i = part_.first_layer; i < part_.end_layer; ++i) {
     const std::string p = layer_prefix(i);
     layers_.push_back(
-        Layer{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
-              params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight"),
-              params.value(p + "self_attn.o_proj.weight"),
-              params.value(p + "post_attention_layernorm.weight"), params.value(p + "mlp.gate_proj.weight"),
-              params.value(p + "mlp.up_proj.weight"), params.value(p + "mlp.down_proj.weight")});
+        Layer{{params.value(p + "input_layernorm.weight"), params.value(p + "self_attn.q_proj.weight"),
+               params.value(p + "self_attn.k_proj.weight"), params.value(p + "self_attn.v_proj.weight")},
+              {params.value(p + "self_attn.o_proj.weight"),
+               params.value(p + "post_attention_layernorm.weight"), params.value(p + "mlp.gate_proj.weight"),
+               params.value(p + "mlp.up_proj.weight"), params.value(p + "mlp.down_proj.weight")}});
   }
   if (part_.head) {
     final_norm_ = params.value("model.norm.weight");
@@ -195,15 +196,16 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
   return rms_normalize(x, weight, config_.norm_eps);
 }
 
-at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const {
+std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w, const at::Tensor& h,
+                                                     LinearTape* tape) const {
   // Column-parallel q/k/v: this rank's heads only, over the whole sequence.
-  const at::Tensor x_tp = enter_tp(x);
+  const at::Tensor x_tp = enter_tp(rms_norm(h, w.norm));
   const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
-  const int64_t heads = layer.wq.size(0) / head_dim_, kv_heads = layer.wk.size(0) / head_dim_;
+  const int64_t heads = w.wq.size(0) / head_dim_, kv_heads = w.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
-  at::Tensor q = at::linear(x_tp, layer.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
-  at::Tensor k = at::linear(x_tp, layer.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
-  at::Tensor v = at::linear(x_tp, layer.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor q = linear_through(tape, x_tp, w.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k = linear_through(tape, x_tp, w.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v = linear_through(tape, x_tp, w.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
@@ -214,10 +216,76 @@ at::Tensor LlamaModel::attention(const Layer& layer, const at::Tensor& x) const 
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
-  at::Tensor out = grouped ? grouped_causal_attention(q, k, v)
-                           : causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
-  out = out.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
-  return exit_tp(at::linear(out, layer.wo));  // o_proj: row-parallel
+  return {q, k, v};
+}
+
+at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv) const {
+  const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
+  const int64_t seq = q.size(2);
+  if (k.size(1) != q.size(1)) return grouped_causal_attention(q, k, v);
+  return causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
+}
+
+bool LlamaModel::attention_kernel_is_fused(const at::Tensor& like) const {
+  return like.is_cuda() || fused_attention_is_faster(like.scalar_type(), config_.seq);
+}
+
+at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tensor& h,
+                                    const at::Tensor& attended, LinearTape* tape) const {
+  const int64_t batch = attended.size(0), heads = attended.size(1), seq = attended.size(2);
+  const at::Tensor merged = attended.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
+  const at::Tensor h1 = h + exit_tp(linear_through(tape, merged, w.wo));  // o_proj: row-parallel
+  // SwiGLU: gate and up column-parallel, down row-parallel.
+  const at::Tensor x = enter_tp(rms_norm(h1, w.norm));
+  // Two statements: a tape hands its products back in the order they were taken.
+  const at::Tensor gate = at::silu(linear_through(tape, x, w.w_gate));
+  const at::Tensor product = gate * linear_through(tape, x, w.w_up);
+  return h1 + exit_tp(linear_through(tape, product, w.w_down));
+}
+
+LlamaModel::AttentionInWeights LlamaModel::attention_in_weights(const std::vector<at::Tensor>& list,
+                                                                size_t first) {
+  return {list.at(first), list.at(first + 1), list.at(first + 2), list.at(first + 3)};
+}
+
+LlamaModel::AttentionOutWeights LlamaModel::attention_out_weights(const std::vector<at::Tensor>& list,
+                                                                  size_t first) {
+  return {list.at(first), list.at(first + 1), list.at(first + 2), list.at(first + 3), list.at(first + 4)};
+}
+
+at::Tensor LlamaModel::decoder_layer(const Layer& layer, const at::Tensor& h) const {
+  if (recompute_ == Recompute::kNone || !at::GradMode::is_enabled())
+    return layer_output(layer.out, h, attention_kernel(attention_inputs(layer.in, h, nullptr)), nullptr);
+  // Full, or selective around a kernel that keeps [seq, seq] probabilities: one region, the whole
+  // layer, keeping its input (full) or its input and its linear layers' products (selective).
+  const bool selective = recompute_ == Recompute::kSelective;
+  if (!selective || !attention_kernel_is_fused(h)) {
+    std::vector<at::Tensor> weights = layer.in.list();
+    for (const at::Tensor& w : layer.out.list()) weights.push_back(w);
+    const Region whole = [this](const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& w,
+                                LinearTape* tape) {
+      const at::Tensor attended = attention_kernel(attention_inputs(attention_in_weights(w), in[0], tape));
+      return std::vector<at::Tensor>{layer_output(attention_out_weights(w, 4), in[0], attended, tape)};
+    };
+    return run_recomputed(whole, {h}, weights, selective)[0];
+  }
+  // Selective around the fused kernel: it keeps only q, k, v, its output and O(seq) statistics, so it
+  // runs once, between two regions -- the norm, q/k/v and RoPE before it, the rest after. The layer
+  // input reaches the second region through the first (passed on last): its gradient then sums the
+  // residual's part and the norm's in the order it does without recomputation, bit for bit.
+  const Region before = [this](const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& w,
+                               LinearTape* tape) {
+    std::vector<at::Tensor> out = attention_inputs(attention_in_weights(w), in[0], tape);
+    out.push_back(in[0].view_as(in[0]));
+    return out;
+  };
+  const Region after = [this](const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& w,
+                              LinearTape* tape) {
+    return std::vector<at::Tensor>{layer_output(attention_out_weights(w), in[0], in[1], tape)};
+  };
+  const std::vector<at::Tensor> qkv_and_input = run_recomputed(before, {h}, layer.in.list(), true);
+  const at::Tensor attended = attention_kernel(qkv_and_input);
+  return run_recomputed(after, {qkv_and_input[3], attended}, layer.out.list(), true)[0];
 }
 
 void LlamaModel::acquire(size_t index) const {
@@ -242,12 +310,7 @@ at::Tensor LlamaModel::forward(const at::Tensor& input) const {
   }
   for (const Layer& layer : layers_) {
     acquire(unit);
-    h = h + attention(layer, rms_norm(h, layer.input_norm));
-    // SwiGLU: gate and up column-parallel, down row-parallel.
-    const at::Tensor x = enter_tp(rms_norm(h, layer.post_norm));
-    h = h +
-        exit_tp(at::linear(at::silu(at::linear(x, layer.w_gate)) * at::linear(x, layer.w_up), layer.w_down));
-    h = release_after(unit++, h);
+    h = release_after(unit++, decoder_layer(layer, h));
   }
   if (!part_.head) return h;
   acquire(unit);

@@ -19,6 +19,7 @@
 #include "parallel/flat_parameters.h"
 #include "parallel/parameter_gate.h"
 #include "runtime/config/config.h"
+#include "runtime/model/recompute.h"
 
 namespace atl::runtime {
 
@@ -51,9 +52,12 @@ class LlamaModel {
   // `gate` (ZeRO): told before and after each unit of parameters is used, in forward order --
   // the embedding (unit kEmbeddingUnit), each decoder layer (its index), the head (unit `layers`),
   // matching ParamInfo::unit. Null: parameters are always present.
+  // `recompute`: what each decoder layer keeps for its backward when gradients are recorded
+  // (recompute.h; evaluation and inference never record, so never recompute).
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
              bool sequence_parallel = false, const ModelPart& part = {},
-             parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {});
+             parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {},
+             Recompute recompute = Recompute::kNone);
   static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
@@ -87,10 +91,36 @@ class LlamaModel {
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
 
  private:
-  struct Layer {
-    at::Tensor input_norm, wq, wk, wv, wo, post_norm, w_gate, w_up, w_down;
+  // A decoder layer's parameters in forward order: its attention's inputs (norm and q/k/v), then
+  // what follows the attention kernel (o_proj, norm, SwiGLU). Lists, so recomputed regions can read
+  // them through the aliases they are handed (recompute.h).
+  struct AttentionInWeights {
+    at::Tensor norm, wq, wk, wv;
+    std::vector<at::Tensor> list() const { return {norm, wq, wk, wv}; }
   };
-  at::Tensor attention(const Layer& layer, const at::Tensor& x) const;
+  struct AttentionOutWeights {
+    at::Tensor wo, norm, w_gate, w_up, w_down;
+    std::vector<at::Tensor> list() const { return {wo, norm, w_gate, w_up, w_down}; }
+  };
+  struct Layer {
+    AttentionInWeights in;
+    AttentionOutWeights out;
+  };
+  static AttentionInWeights attention_in_weights(const std::vector<at::Tensor>& list, size_t first = 0);
+  static AttentionOutWeights attention_out_weights(const std::vector<at::Tensor>& list, size_t first = 0);
+  // One decoder layer, with the recomputation of `recompute_` when gradients are recorded.
+  at::Tensor decoder_layer(const Layer& layer, const at::Tensor& h) const;
+  // The layer in three pieces: the attention kernel's q, k, v from the layer input (norm, q/k/v,
+  // RoPE, kv heads repeated where the kernel needs it); the kernel; the layer's output from its
+  // input and the kernel's (o_proj and the residual, norm, SwiGLU MLP and the residual). `tape`:
+  // where the linear layers' products go (recompute.h), null: computed.
+  std::vector<at::Tensor> attention_inputs(const AttentionInWeights& w, const at::Tensor& h,
+                                           LinearTape* tape) const;
+  at::Tensor attention_kernel(const std::vector<at::Tensor>& qkv) const;
+  at::Tensor layer_output(const AttentionOutWeights& w, const at::Tensor& h, const at::Tensor& attended,
+                          LinearTape* tape) const;
+  // Whether the kernel is the fused one, which keeps no [seq, seq] probabilities for backward.
+  bool attention_kernel_is_fused(const at::Tensor& like) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   // Into the tensor-parallel region before a column-parallel layer, and out of it after a
   // row-parallel one: copy / all-reduce, or with sequence parallelism all-gather / reduce-scatter
@@ -108,6 +138,7 @@ class LlamaModel {
   bool sequence_parallel_;
   parallel::ParameterGate* gate_;
   ModelKernels kernels_;
+  Recompute recompute_;
   std::vector<int> units_;  // the parameter units this part uses, in forward order
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
