@@ -13,9 +13,4 @@ void keep_freed_memory_in_heap() {
   mallopt(M_TRIM_THRESHOLD, kNeverTrim);
 }
 
-int64_t heap_bytes_in_use() {
-  const struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
-}
-
 }  // namespace atl::runtime

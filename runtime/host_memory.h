@@ -12,8 +12,4 @@ namespace atl::runtime {
 // keeps them is the caching allocator CPU LibTorch lacks. Idempotent.
 void keep_freed_memory_in_heap();
 
-// Bytes the C heap has handed out and not had back (mallinfo2: heap blocks in use plus mmapped
-// blocks). Sampled around a pipeline step, it measures the activation memory a schedule keeps.
-int64_t heap_bytes_in_use();
-
 }  // namespace atl::runtime

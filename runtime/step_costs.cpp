@@ -31,8 +31,7 @@ StepCostMeter::CommTotals comm_totals(const comm::DeviceMesh& mesh) {
 void gather_stage_stats(comm::Communicator& pp_group, const parallel::pipeline::PipelineRunStats& stats,
                         StepMetrics& m) {
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const at::Tensor mine =
-      at::tensor({stats.idle_fraction(), static_cast<double>(stats.peak_memory_growth)}, f64);
+  const at::Tensor mine = at::tensor({stats.idle_fraction(), static_cast<double>(m.activation_bytes)}, f64);
   const at::Tensor all = at::empty({pp_group.size(), 2}, f64);
   pp_group.all_gather(mine, all.view({-1}))->wait();
   for (int stage = 0; stage < pp_group.size(); ++stage) {

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "comm/flight_recorder.h"
@@ -19,6 +20,7 @@
 #include "runtime/data/batches.h"
 #include "runtime/device.h"
 #include "runtime/host_memory.h"
+#include "runtime/metrics/allocation_peak.h"
 #include "runtime/metrics/console_lines.h"
 #include "runtime/metrics/peak_flops.h"
 #include "runtime/metrics/run_log.h"
@@ -345,8 +347,10 @@ StepMetrics Trainer::train_step() {
     return loss;
   };
   callbacks.activation_shape = [&](int) { return l.chunks.front()->hidden_shape(microbatch_size); };
-  callbacks.memory_in_use = heap_bytes_in_use;
+  std::optional<AllocationPeak> activations(l.device);
   const pipe::PipelineRunStats pipeline_stats = l.executor->run(l.pipeline, l.schedule, callbacks);
+  const int64_t activation_bytes = activations->peak_bytes();
+  activations.reset();
   l.data_parallel->finish();
   // Tied embeddings across the first and last stage: each holds a copy, kept equal by summing their
   // gradients (Megatron's embedding group) -- under ZeRO the owned pieces of the copies' buckets,
@@ -394,6 +398,7 @@ StepMetrics Trainer::train_step() {
   m.lr = lr;
   m.grad_norm = grad_norm;
   m.outer_islands = outer_islands;
+  m.activation_bytes = static_cast<uint64_t>(activation_bytes);
   costs.finish(m, c, s.peak_flops, pipeline_stats, checkpoint_wait, island_average_seconds);
   return m;
 }

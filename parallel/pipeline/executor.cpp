@@ -58,17 +58,11 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
   // Sends posted before a long forward must not wait for its end to move (background_progress.h).
   const std::shared_ptr<void> progress = shape.stages > 1 ? group_.progress_in_background() : nullptr;
   const auto start = Clock::now();
-  const int64_t memory_at_start = callbacks.memory_in_use ? callbacks.memory_in_use() : 0;
   PipelineRunStats stats;
   std::map<std::pair<int, int>, Slot> slots;  // by (microbatch, chunk)
   std::vector<PendingSend> sends;
   int in_flight = 0;
 
-  const auto sample_memory = [&] {
-    if (callbacks.memory_in_use)
-      stats.peak_memory_growth =
-          std::max(stats.peak_memory_growth, callbacks.memory_in_use() - memory_at_start);
-  };
   // The transfers of one batch (a run of consecutive transfers in `ops`), posted together.
   std::vector<comm::P2POp> batch;
   std::vector<comm::WorkPtr*> batch_arrivals;  // the slots' arrival handles its receives complete
@@ -125,7 +119,6 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
         slot.output = callbacks.forward(op.chunk, op.microbatch, slot.input);
         stats.compute_seconds += seconds_since(t0);
         stats.max_in_flight = std::max(stats.max_in_flight, ++in_flight);
-        sample_memory();
         if (!training && shape.is_last(op.chunk)) {  // evaluation: the callback has taken the loss
           slots.erase(key);
           --in_flight;
@@ -148,7 +141,6 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
           torch::autograd::backward({slot.output}, {slot.output_grad});
         stats.compute_seconds += seconds_since(t0);
         --in_flight;
-        sample_memory();
         if (shape.is_first(op.chunk)) slots.erase(key);
         break;
       }

@@ -24,15 +24,12 @@ struct StageCallbacks {
   std::function<at::Tensor(int chunk, int microbatch, const at::Tensor& input)> forward;
   // Shape of the activations exchanged between chunks for `microbatch` (and of their gradients).
   std::function<std::vector<int64_t>(int microbatch)> activation_shape;
-  // Optional: bytes of memory in use now; sampled after every compute operation.
-  std::function<int64_t()> memory_in_use;
 };
 
 struct PipelineRunStats {
-  double seconds = 0.0;            // wall time of the whole list
-  double compute_seconds = 0.0;    // inside forward and backward (the rest is waiting: the bubble)
-  int max_in_flight = 0;           // most microbatch chunks holding activations at once
-  int64_t peak_memory_growth = 0;  // peak of memory_in_use() over the run, less its value at the start
+  double seconds = 0.0;          // wall time of the whole list
+  double compute_seconds = 0.0;  // inside forward and backward (the rest is waiting: the bubble)
+  int max_in_flight = 0;         // most microbatch chunks holding activations at once
   double idle_fraction() const { return seconds > 0 ? 1.0 - compute_seconds / seconds : 0.0; }
 };
 

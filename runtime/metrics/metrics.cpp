@@ -63,7 +63,8 @@ JsonRecord to_json(const StepMetrics& m) {
       .add("rss_bytes", static_cast<int64_t>(m.rss_bytes))
       .add("param_bytes", static_cast<int64_t>(m.param_bytes))
       .add("grad_bytes", static_cast<int64_t>(m.grad_bytes))
-      .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes));
+      .add("optimizer_bytes", static_cast<int64_t>(m.optimizer_bytes))
+      .add("activation_bytes", static_cast<int64_t>(m.activation_bytes));
   if (m.gpu_memory)
     r.add("gpu_allocated_bytes", static_cast<int64_t>(m.gpu_memory->allocated))
         .add("gpu_reserved_bytes", static_cast<int64_t>(m.gpu_memory->reserved))

@@ -43,8 +43,11 @@ struct StepMetrics {
   // This rank's model state as allocated after the step (its tensor-parallel shard, divided by
   // dp as the ZeRO stage shards it): parameters, gradients, optimizer moments.
   uint64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+  // The most bytes of tensors this rank's forward and backward held on its device at once, above
+  // what it held when they began (allocation_peak.h): activations, their gradients, recomputation.
+  uint64_t activation_bytes = 0;
   // Per pipeline stage (index = stage; empty without a pipeline): the idle fraction of the step's
-  // schedule (waiting over wall time: the bubble) and the peak heap growth while it ran (activations).
+  // schedule (waiting over wall time: the bubble) and activation_bytes, of this rank's pipeline.
   std::vector<double> stage_idle;
   std::vector<double> stage_activation_bytes;
 };

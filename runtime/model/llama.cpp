@@ -197,15 +197,17 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
 }
 
 std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w, const at::Tensor& h,
-                                                     LinearTape* tape) const {
+                                                     LinearTape* tape, Product qkv) const {
   // Column-parallel q/k/v: this rank's heads only, over the whole sequence.
   const at::Tensor x_tp = enter_tp(rms_norm(h, w.norm));
   const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
   const int64_t heads = w.wq.size(0) / head_dim_, kv_heads = w.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
-  at::Tensor q = linear_through(tape, x_tp, w.wq).view({batch, seq, heads, head_dim_}).transpose(1, 2);
-  at::Tensor k = linear_through(tape, x_tp, w.wk).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
-  at::Tensor v = linear_through(tape, x_tp, w.wv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor q = linear_through(tape, x_tp, w.wq, qkv).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k =
+      linear_through(tape, x_tp, w.wk, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v =
+      linear_through(tape, x_tp, w.wv, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin);
@@ -240,7 +242,7 @@ at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tens
   // Two statements: a tape hands its products back in the order they were taken.
   const at::Tensor gate = at::silu(linear_through(tape, x, w.w_gate));
   const at::Tensor product = gate * linear_through(tape, x, w.w_up);
-  return h1 + exit_tp(linear_through(tape, product, w.w_down));
+  return h1 + exit_tp(linear_through(tape, product, w.w_down, Product::kNotReread));
 }
 
 LlamaModel::AttentionInWeights LlamaModel::attention_in_weights(const std::vector<at::Tensor>& list,
@@ -275,7 +277,8 @@ at::Tensor LlamaModel::decoder_layer(const Layer& layer, const at::Tensor& h) co
   // residual's part and the norm's in the order it does without recomputation, bit for bit.
   const Region before = [this](const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& w,
                                LinearTape* tape) {
-    std::vector<at::Tensor> out = attention_inputs(attention_in_weights(w), in[0], tape);
+    // q, k, v leave for the kernel, which keeps them; RoPE's backward needs no input values.
+    std::vector<at::Tensor> out = attention_inputs(attention_in_weights(w), in[0], tape, Product::kNotReread);
     out.push_back(in[0].view_as(in[0]));
     return out;
   };

@@ -113,9 +113,10 @@ class LlamaModel {
   // The layer in three pieces: the attention kernel's q, k, v from the layer input (norm, q/k/v,
   // RoPE, kv heads repeated where the kernel needs it); the kernel; the layer's output from its
   // input and the kernel's (o_proj and the residual, norm, SwiGLU MLP and the residual). `tape`:
-  // where the linear layers' products go (recompute.h), null: computed.
-  std::vector<at::Tensor> attention_inputs(const AttentionInWeights& w, const at::Tensor& h,
-                                           LinearTape* tape) const;
+  // where the linear layers' products go (recompute.h), null: computed; `qkv`: whether a rerun
+  // reads q, k and v (it does where the kernel reruns with them).
+  std::vector<at::Tensor> attention_inputs(const AttentionInWeights& w, const at::Tensor& h, LinearTape* tape,
+                                           Product qkv = Product::kRereadInBackward) const;
   at::Tensor attention_kernel(const std::vector<at::Tensor>& qkv) const;
   at::Tensor layer_output(const AttentionOutWeights& w, const at::Tensor& h, const at::Tensor& attended,
                           LinearTape* tape) const;

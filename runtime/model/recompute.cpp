@@ -93,12 +93,19 @@ class RecomputedRegion : public torch::autograd::Function<RecomputedRegion> {
 
 }  // namespace
 
-at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight) {
+at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Product use) {
   if (!replaying_) {
-    kept_.push_back(at::linear(x, weight));
-    return kept_.back();
+    at::Tensor product = at::linear(x, weight);
+    kept_.push_back(use == Product::kRereadInBackward ? product : at::Tensor());
+    return product;
   }
-  return KeptLinear::apply(x, weight, kept_.at(next_++));
+  at::Tensor product = kept_.at(next_++);
+  if (!product.defined()) {  // not read again: zeros of its shape, without the memory
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    product = at::zeros({}, x.options()).expand(shape);
+  }
+  return KeptLinear::apply(x, weight, product);
 }
 
 void LinearTape::rewind() {
@@ -106,8 +113,8 @@ void LinearTape::rewind() {
   next_ = 0;
 }
 
-at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight) {
-  return tape ? tape->linear(x, weight) : at::linear(x, weight);
+at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight, Product use) {
+  return tape ? tape->linear(x, weight, use) : at::linear(x, weight);
 }
 
 std::vector<at::Tensor> run_recomputed(Region region, const std::vector<at::Tensor>& inputs,

@@ -16,14 +16,21 @@
 
 namespace atl::runtime {
 
-// The outputs of a region's linear layers: kept by its first run, handed back by its rerun rather
-// than computed again (the matrix products are what is costly to recompute; their inputs -- norms,
-// RoPE, the SwiGLU product -- are cheap and, being as large, not kept).
+// What a region's rerun needs of a linear layer's product: its value (read by the ops after it,
+// whose backward needs it: a norm, the SwiGLU product, the attention kernel), or only its place in
+// the graph (the product leaves the region, or goes only through ops whose backward needs no input
+// value -- RoPE, views, the collectives, a residual sum -- so the rerun passes zeros for it).
+enum class Product { kRereadInBackward, kNotReread };
+
+// The outputs of a region's linear layers: kept by its first run where the rerun reads them, handed
+// back by the rerun rather than computed again (the matrix products are what is costly to
+// recompute; the norms, RoPE and the SwiGLU product are cheap and their outputs as large).
 class LinearTape {
  public:
-  // x W^T. First run: computes it and keeps it. Rerun: the kept product, wired into autograd so
-  // that backward computes x's and W's gradients as at::linear's backward does.
-  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight);
+  // x W^T. First run: computes it and keeps it if `use` says the rerun reads it. Rerun: the kept
+  // product (or zeros), wired into autograd so that backward computes x's and W's gradients as
+  // at::linear's backward does -- from x and W, never from the product.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, Product use);
   // Before the rerun: hand the kept products back from the first.
   void rewind();
 
@@ -34,7 +41,8 @@ class LinearTape {
 };
 
 // x W^T through `tape` where there is one, else at::linear.
-at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight);
+at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
+                          Product use = Product::kRereadInBackward);
 
 // A region: its outputs from its inputs and the parameters it reads (it must read them from
 // `parameters`, nothing else); linear layers go through `tape` (null: computed).
