@@ -1,5 +1,7 @@
 #include "launcher/plan.h"
 
+#include "launcher/activation_estimate.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -36,15 +38,6 @@ double ring_half(double bytes, int n) {  // reduce-scatter or all-gather
 // Bytes of one value in the compute dtype.
 double compute_bytes(const Config& c) {
   return runtime::element_bytes(c.train.precision);
-}
-
-// Bytes of activations one decoder layer keeps for one microbatch.
-double layer_activation_bytes(const Config& c, int64_t microbatch) {
-  const double s = c.model.seq, b = static_cast<double>(microbatch), h = c.model.dim, a = c.model.heads;
-  const double t = c.parallel.tp;
-  const double values = c.parallel.sequence_parallel ? s * b * h * (34.0 + 5.0 * a * s / h) / t
-                                                     : s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
-  return compute_bytes(c) / 2.0 * values;  // the formula counts 2-byte values
 }
 
 }  // namespace
@@ -130,9 +123,10 @@ Plan make_plan(const Config& c) {
         s.parameters += n;
       }
       layers += r.count();
-      // Per layer two tensor-parallel exits forward and two entries backward; the embedding's
-      // exit forward and the head's entry backward.
-      tp_collectives += 4 * r.count() + (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
+      // Per layer two tensor-parallel exits forward and two entries backward (recomputation: the
+      // exits again in the rerun); the embedding's exit forward and the head's entry backward.
+      const int per_layer = c.train.recompute == runtime::Recompute::kNone ? 4 : 6;
+      tp_collectives += per_layer * r.count() + (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
       pp_messages += (shape.is_last(chunk) ? 0 : 1) + (shape.is_first(chunk) ? 0 : 1);
     }
     const double params = static_cast<double>(s.parameters), n = p.dp;
@@ -148,9 +142,13 @@ Plan make_plan(const Config& c) {
 
     // Chunk-microbatches alive at the peak: GPipe all, 1F1B and interleaved their warmup plus one.
     const int alive = std::min(pipe::warmup_forwards(kind, shape) + 1, p.microbatches * v);
-    s.activation_bytes = alive * (static_cast<double>(layers) / v) * layer_activation_bytes(c, microbatch);
-    if (shape.is_last(v - 1))  // fp32 logits and their softmax for the microbatch being backpropagated
-      s.activation_bytes += 2.0 * 4.0 * static_cast<double>(microbatch) * c.model.seq * vocab_rows;
+    // The peak: when backward begins (the head's activations and gradient on the last stage), or
+    // inside a layer's backward (its rerun, with recomputation, and its gradients), on top of what
+    // the layers alive keep.
+    const LayerActivations layer = layer_activations(c, microbatch);
+    const double kept = alive * (static_cast<double>(layers) / v) * layer.kept;
+    const double head = shape.is_last(v - 1) ? head_activation_bytes(c, microbatch, vocab_rows) : 0.0;
+    s.activation_bytes = kept + std::max(head, layers > 0 ? layer.rerun + layer.gradients : 0.0);
 
     // Stage 0 all-reduces once; 1 reduce-scatters once, 2-3 once per microbatch; 1-2 all-gather
     // the updated parameters once, 3 gathers each unit before its forward and its backward.
@@ -179,7 +177,8 @@ std::string format_plan(const Config& c, const Plan& plan) {
                 plan.world_size, p.islands, p.pp, p.dp, p.tp, p.zero, p.microbatches,
                 p.pp > 1 ? std::string(name_of(p.schedule)).c_str() : "no pipeline");
   out += "per rank of each stage (" + std::string(name_of(c.train.precision)) +
-         " training, fp32 gradients; activations estimated, no recomputation):\n";
+         " training, fp32 gradients; activations estimated, recompute " +
+         std::string(name_of(c.train.recompute)) + "):\n";
   out += formatted("%5s %12s %11s %11s %11s %11s %11s\n", "stage", "parameters", "params", "grads",
                    "optimizer", "state", "activations");
   for (const StagePlan& s : plan.stages) {
@@ -187,6 +186,14 @@ std::string format_plan(const Config& c, const Plan& plan) {
                      format_bytes(s.parameter_bytes).c_str(), format_bytes(s.gradient_bytes).c_str(),
                      format_bytes(s.optimizer_bytes).c_str(), format_bytes(s.model_state_bytes()).c_str(),
                      format_bytes(s.activation_bytes).c_str());
+  }
+  if (c.train.recompute != runtime::Recompute::kNone) {
+    const double extra = recompute_flops_per_token(c), step = runtime::training_flops_per_token(c.model);
+    out += formatted(
+        "recompute %s: the reruns add %.3g GFLOP of matrix products per step (%.1f%% of the step's %.3g "
+        "GFLOP)\n",
+        std::string(name_of(c.train.recompute)).c_str(), extra * c.train.global_batch * c.model.seq / 1e9,
+        100.0 * extra / step, step * c.train.global_batch * c.model.seq / 1e9);
   }
   out += "bytes each rank sends per step, by group:\n";
   out += formatted("%5s %11s %11s %11s %11s\n", "stage", "dp", "tp", "pp", "embedding");

@@ -21,8 +21,9 @@ struct StagePlan {
   // as the ZeRO stage shards them (ZeRO-1 also holds its reduced 4/dp B gradient piece beside the
   // full gradient buffer).
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
-  // Activations kept for backward at the schedule's peak (Korthikanti et al. 2022, compute dtype, no
-  // recomputation: s*b*h*(34 + 5*a*s/h) 2-byte values per layer, split by tp as Megatron does).
+  // Activations at the schedule's peak: what each layer keeps for backward under train.recompute,
+  // times the layers and microbatches alive, plus one layer's rerun and the head
+  // (activation_estimate.h).
   double activation_bytes = 0;
   // Bytes one rank sends per step (ring costs: all-reduce 2(n-1)/n, reduce-scatter and
   // all-gather (n-1)/n of the buffer).

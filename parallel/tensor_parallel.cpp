@@ -50,7 +50,9 @@ class GatherSequence : public torch::autograd::Function<GatherSequence> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, comm::Communicator* tp) {
     save_group(ctx, *tp);
-    return gather_seq_impl(x, *tp);
+    // Contiguous once here, rather than a copy in each column-parallel layer that reads it (q, k
+    // and v; gate and up), each kept for its backward.
+    return gather_seq_impl(x, *tp).contiguous();
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     return {reduce_scatter_seq_impl(grads[0], saved_group(ctx)), at::Tensor()};

@@ -3,6 +3,7 @@
 // of model state, DeepSpeed's headline table and Megatron's analytic tensor-parallel traffic.
 #include <gtest/gtest.h>
 
+#include "launcher/activation_estimate.h"
 #include "launcher/plan.h"
 #include "parallel/flat_parameters.h"
 #include "runtime/model/llama.h"
@@ -83,13 +84,37 @@ TEST(Plan, TensorParallelTrafficIsMegatronsAnalyticFigure) {
   EXPECT_DOUBLE_EQ(make_plan(c).stages[0].tp_bytes, 72.0 * 1024 * 1024);
 }
 
+TEST(Plan, RecomputationRerunsTheTensorParallelExitsAndItsForward) {
+  // The rerun reissues a layer's two forward exits: (6 x layers + 2) all-reduces instead of (4 x
+  // layers + 2); full recomputation reruns the layers' forward products, selective around the
+  // fused kernel none of them.
+  Config c;
+  c.parallel.dp = 1;
+  c.parallel.tp = 2;
+  const double none = make_plan(c).stages[0].tp_bytes;
+  for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
+    c.train.recompute = mode;
+    EXPECT_DOUBLE_EQ(make_plan(c).stages[0].tp_bytes,
+                     none * (6.0 * c.model.layers + 2) / (4.0 * c.model.layers + 2));
+  }
+  const double d = c.model.dim,
+               q_k_v_o = d * (d / c.model.heads) * (2.0 * c.model.heads + 2.0 * c.model.kv_heads);
+  const double per_layer = 2.0 * (q_k_v_o + 3 * d * c.model.ffn) + 4.0 * c.model.seq * d;
+  EXPECT_DOUBLE_EQ(atl::launcher::recompute_flops_per_token(c), c.model.layers * per_layer);
+  c.train.recompute = Recompute::kSelective;
+  EXPECT_EQ(atl::launcher::recompute_flops_per_token(c), 0.0);
+}
+
 TEST(Plan, OneFOneBKeepsFewerActivationsThanGPipe) {
   Config c = llama2_7b(4, 1, 1);
   c.parallel.schedule = PipelineSchedule::kGPipe;
   const double gpipe = make_plan(c).stages[0].activation_bytes;
   c.parallel.schedule = PipelineSchedule::kOneFOneB;
-  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].activation_bytes, gpipe / 4);  // 4 of 16 microbatches alive
-  EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);    // 32 layers over 3 stages
+  // 4 of 16 microbatches alive; one layer's backward gradients on top in either schedule.
+  const atl::launcher::LayerActivations layer = atl::launcher::layer_activations(c, 1);
+  const double transient = layer.rerun + layer.gradients;
+  EXPECT_DOUBLE_EQ(make_plan(c).stages[0].activation_bytes - transient, (gpipe - transient) / 4);
+  EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);  // 32 layers over 3 stages
 }
 
 TEST(Plan, IslandsSendTheModelOncePerRoundAtTheCodecsWidth) {

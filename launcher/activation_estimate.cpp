@@ -1,0 +1,121 @@
+#include "launcher/activation_estimate.h"
+
+#include "runtime/model/attention.h"
+
+namespace atl::launcher {
+namespace {
+
+using runtime::Config;
+using runtime::Recompute;
+
+bool on_gpu(const Config& c) {
+  return c.run.device == runtime::DeviceKind::kCuda;
+}
+
+bool fused_attention(const Config& c) {
+  const at::ScalarType dtype = c.train.precision == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+  return on_gpu(c) || runtime::fused_attention_is_faster(dtype, c.model.seq);
+}
+
+// Bytes per token of one layer's saved tensors, by what each is (names as in llama.cpp).
+struct PerToken {
+  double compute;        // bytes of a value in the compute dtype
+  double local;          // hidden values a rank holds outside the tensor-parallel region (d, or d/tp with SP)
+  double full;           // hidden values entering a column-parallel layer (d: the whole sequence)
+  double heads;          // this rank's query-head values (d/tp)
+  double kv;             // this rank's key (or value) values as the attention kernel keeps them
+  double kv_projected;   // this rank's key values as k_proj produces them
+  double ffn;            // this rank's MLP width (ffn/tp)
+  double probabilities;  // a hand-written kernel's softmax: heads/tp x seq per token
+  double statistics;     // the fused kernel's log-sum-exp: heads/tp fp32 per token
+};
+
+PerToken per_token(const Config& c) {
+  const double tp = c.parallel.tp, d = c.model.dim, head_dim = d / c.model.heads;
+  const bool sp = c.parallel.sequence_parallel && c.parallel.tp > 1;
+  const bool grouped_inside =
+      c.model.kv_heads != c.model.heads && on_gpu(c) && kernel_on(c.kernels.native_gqa, true);
+  PerToken t;
+  t.compute = runtime::element_bytes(c.train.precision);
+  t.local = sp ? d / tp : d;
+  t.full = d;
+  t.heads = d / tp;
+  t.kv_projected = c.model.kv_heads * head_dim / tp;
+  t.kv = grouped_inside ? t.kv_projected : t.heads;  // repeated to every query head, or not
+  t.ffn = c.model.ffn / tp;
+  t.probabilities = c.model.heads / tp * static_cast<double>(c.model.seq);
+  t.statistics = 4.0 * c.model.heads / tp;
+  return t;
+}
+
+// RMSNorm: its fp32 input (the statistics are fp32), the normalised values before the weight, and
+// its output as the column-parallel layers keep it (gathered to the whole sequence with SP).
+// at::rms_norm (fused) keeps its input and O(1) statistics instead of the first two.
+double norm_bytes(const Config& c, const PerToken& t) {
+  const bool fused = on_gpu(c) && kernel_on(c.kernels.fused_rms_norm, true);
+  return (fused ? t.compute * t.local : (4.0 + t.compute) * t.local) + t.compute * t.full;
+}
+
+// The attention kernel: fused, q, k, v, its output and the log-sum-exp; hand-written, its scaled
+// q, contiguous k and v, the [seq, seq] probabilities, its output and o_proj's copy of it.
+double attention_bytes(const Config& c, const PerToken& t) {
+  if (fused_attention(c)) return t.compute * (2.0 * t.heads + 2.0 * t.kv) + t.statistics;
+  return t.compute * (5.0 * t.heads + t.probabilities);
+}
+
+double none_bytes(const Config& c, const PerToken& t) {
+  // Two norms, the kernel, and the SwiGLU's gate, silu(gate), up and their product.
+  return 2.0 * norm_bytes(c, t) + attention_bytes(c, t) + t.compute * 4.0 * t.ffn;
+}
+
+// Selective: the layer input, the products the rerun reads -- o_proj's (before the tensor-parallel
+// exit: the whole sequence), gate and up; q, k, v where the hand-written kernel reruns from them --
+// and the fused kernel's own saved tensors.
+double selective_bytes(const Config& c, const PerToken& t) {
+  const double always = t.compute * (t.local + t.full + 2.0 * t.ffn);
+  if (fused_attention(c)) return always + attention_bytes(c, t);
+  return always + t.compute * (t.heads + 2.0 * t.kv_projected);
+}
+
+}  // namespace
+
+LayerActivations layer_activations(const Config& c, int64_t microbatch) {
+  const PerToken t = per_token(c);
+  const double tokens = static_cast<double>(microbatch) * c.model.seq;
+  const double none = tokens * none_bytes(c, t);
+  const double gradients = tokens * t.compute * (t.local + 2.0 * t.ffn);
+  switch (c.train.recompute) {
+    case Recompute::kNone:
+      return {none, 0.0, gradients};
+    case Recompute::kSelective: {
+      const double kept = tokens * selective_bytes(c, t);
+      return {kept, none - kept, gradients};
+    }
+    case Recompute::kFull:
+      break;
+  }
+  const double kept = tokens * t.compute * t.local;  // the layer input
+  return {kept, none - kept, gradients};
+}
+
+double head_activation_bytes(const Config& c, int64_t microbatch, int64_t vocab_rows) {
+  const double tokens = static_cast<double>(microbatch) * c.model.seq;
+  return tokens * (norm_bytes(c, per_token(c)) + 2.0 * 4.0 * static_cast<double>(vocab_rows));
+}
+
+double recompute_flops_per_token(const Config& c) {
+  const double d = c.model.dim, head_dim = d / c.model.heads, layers = c.model.layers;
+  const double attention_products = 4.0 * c.model.seq * d;  // q k^T and the probabilities times v
+  switch (c.train.recompute) {
+    case Recompute::kNone:
+      return 0.0;
+    case Recompute::kSelective:
+      return fused_attention(c) ? 0.0 : layers * attention_products;
+    case Recompute::kFull:
+      break;
+  }
+  const double linear = d * head_dim * (2.0 * c.model.heads + 2.0 * c.model.kv_heads) + 3.0 * d * c.model.ffn;
+  return layers * (2.0 * linear + attention_products);
+}
+
+}  // namespace atl::launcher
