@@ -26,7 +26,8 @@ std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
       {"memory/rss_bytes", static_cast<double>(m.rss_bytes)},
       {"memory/param_bytes", static_cast<double>(m.param_bytes)},
       {"memory/grad_bytes", static_cast<double>(m.grad_bytes)},
-      {"memory/optimizer_bytes", static_cast<double>(m.optimizer_bytes)}};
+      {"memory/optimizer_bytes", static_cast<double>(m.optimizer_bytes)},
+      {"memory/activation_bytes", static_cast<double>(m.activation_bytes)}};
   if (m.gpu_memory) {
     scalars.emplace_back("memory/gpu_allocated_bytes", static_cast<double>(m.gpu_memory->allocated));
     scalars.emplace_back("memory/gpu_reserved_bytes", static_cast<double>(m.gpu_memory->reserved));

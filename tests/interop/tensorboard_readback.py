@@ -32,6 +32,7 @@ TAGS = {
     "param_bytes": "memory/param_bytes",
     "grad_bytes": "memory/grad_bytes",
     "optimizer_bytes": "memory/optimizer_bytes",
+    "activation_bytes": "memory/activation_bytes",
     "skipped": "train/skipped",
     "outer_bytes": "outer/bytes",
     "outer_bytes_total": "outer/bytes_total",
