@@ -11,7 +11,8 @@
 #   4. the unit tests, then `ctest -L gpu` (beside the main job): where the node has fewer GPUs
 #      than a test's ranks, they share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
 #   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
-#      ATOLL_GPU_LEVERS measured against Atoll's default in the same run.
+#      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
+#      train.recompute selective and full: their tokens/s and GPU memory peak against none's).
 # ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
 # default). A second call on a machine still warm from the first finds the build done (seconds).
 # Everything lands in OUT_DIR: results.txt (every figure and the device that gave it; the last lines
@@ -179,7 +180,8 @@ fi
 # 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
 # ATOLL_GPU_LEVERS (space-separated; each a comma-separated set of overrides) against Atoll's default.
 levers=${ATOLL_GPU_LEVERS:-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
-kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false}
+kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false
+train.recompute=selective train.recompute=full}
 bench_summary() {  # LOG: the summary table bench_gpu.sh prints last
   sed -n '/; median of steps/,$p' "$1"
 }

@@ -151,6 +151,8 @@ expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 tr
 # watchdog settings, fault hooks), and checkpoints that cannot be resumed from.
 expect_error nonfinite_policy "train.on_nonfinite = 'maybe' is not one of skip, stop; set train.on_nonfinite" 2 train \
   "$work/tiny.yaml" --set train.on_nonfinite=maybe
+expect_error recompute_mode "train.recompute = 'some' is not one of none, selective, full; set train.recompute" 2 train \
+  "$work/tiny.yaml" --set train.recompute=some
 expect_error comm_timeout "comm.timeout_s = 0 must be > 0; set comm.timeout_s to a positive number" 2 train \
   "$work/tiny.yaml" --set comm.timeout_s=0
 ATOLL_FAULT=bogus expect_error fault_hook "ATOLL_FAULT: unknown hook 'bogus'; use nan_gradient@STEP\[:RANK\], skip_collective@RANK:STEP, corrupt_chunk@EXCHANGE:ISLAND, sigkill@STEP or sigkill_in_exchange@EXCHANGE" \

@@ -2,8 +2,8 @@
 // losses, gradient norms, final parameters and validation loss bit for bit on the CPU, where the
 // rerun issues the same kernels in the same order -- with data parallelism and gradient
 // accumulation, TP=2 with sequence parallelism and grouped-query attention, PP=2 with 1F1B and with
-// interleaved stages, ZeRO-3, bf16 (its hand-written attention: one recomputed region per layer)
-// and TP=2 x PP=2 x DP=2. And they keep what they promise: the activation memory measured
+// interleaved stages, ZeRO-3, bf16 (its hand-written attention: one recomputed region per layer),
+// DiLoCo islands and TP=2 x PP=2 x DP=2. And they keep what they promise: the activation memory measured
 // (AllocationPeak) falls as `atoll plan` estimates, within 15%.
 #include "launcher/plan.h"
 #include "tests/parity_harness.h"
@@ -86,6 +86,19 @@ ATOLL_RUNS_AT(Recompute, Bf16MatchesNone, 2);
 TEST(Recompute, Bf16MatchesNone) {
   Config config = layout("rc-bf16", 1);
   config.train.precision = atl::runtime::Precision::kBf16;
+  expect_recompute_matches_none(config);
+}
+
+// Two DiLoCo islands of one rank each: the outer step reads the parameters the reruns used.
+ATOLL_RUNS_AT(Recompute, DiLoCoIslandsMatchNone, 2);
+TEST(Recompute, DiLoCoIslandsMatchNone) {
+  Config config = layout("rc-islands", 1);
+  config.run.dir = atl::test::from_rank0(*atl::test::MpiTestEnv::runtime().world(), config.run.dir);
+  config.parallel.dp = 1;
+  config.parallel.islands = 2;
+  config.outer.algorithm = atl::runtime::OuterAlgorithm::kDiLoCo;
+  config.outer.inner_steps = 4;
+  config.checkpoint.resume = "none";
   expect_recompute_matches_none(config);
 }
 
