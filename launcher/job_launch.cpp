@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "runtime/process_exit.h"
 
@@ -27,6 +28,7 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   if (r.mode == LaunchMode::kSlurm) {
     // srun places the tasks on the allocation's nodes; one failed task ends the step, as mpirun does.
     command = {"srun", "--ntasks=" + std::to_string(r.ranks), "--kill-on-bad-exit=1"};
+    if (!r.srun_mpi.empty()) command.push_back("--mpi=" + r.srun_mpi);
   } else {
     command = {"mpirun", "-np", std::to_string(r.ranks)};
     if (r.as_root) command.push_back("--allow-run-as-root");
@@ -44,6 +46,36 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   }
   command.insert(command.end(), r.extra_args.begin(), r.extra_args.end());
   return command;
+}
+
+std::vector<std::string> srun_mpi_plugins(const std::string& output) {
+  std::vector<std::string> plugins;
+  std::istringstream in(output);
+  std::string line;
+  bool listing = false;
+  while (std::getline(in, line)) {
+    if (line.find("MPI plugin types are") != std::string::npos) {
+      listing = true;
+    } else if (listing && !line.empty() && (line[0] == '\t' || line[0] == ' ')) {
+      plugins.push_back(line.substr(line.find_first_not_of(" \t")));
+    } else if (listing) {
+      break;  // the versions that follow are not plugin types
+    }
+  }
+  return plugins;
+}
+
+std::string choose_srun_mpi(const std::vector<std::string>& plugins) {
+  for (const std::string& p : plugins)
+    if (p == "pmix") return p;
+  std::string offered;
+  for (const std::string& p : plugins) offered += (offered.empty() ? "" : ", ") + p;
+  throw std::invalid_argument(
+      "--slurm: srun has no pmix MPI plugin (srun --mpi=list offers: " +
+      (offered.empty() ? "nothing" : offered) +
+      "), and Open MPI's ranks need PMIx to start under srun; install Slurm's pmix plugin (Debian: "
+      "slurm-wlm's mpi_pmix), set SLURM_MPI_TYPE to a plugin your Open MPI supports, or run mpirun "
+      "inside the allocation (--mpirun)");
 }
 
 std::string to_line(const RankExit& e) {

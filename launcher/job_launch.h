@@ -19,7 +19,17 @@ struct LaunchRequest {
   std::vector<std::string> extra_args;  // after --: passed to mpirun/srun unchanged
   bool as_root = false;                 // mpirun refuses root without --allow-run-as-root
   int cores = 1;                        // of this host, for --oversubscribe in local mode
+  std::string srun_mpi;                 // kSlurm: the PMI plugin srun starts the ranks with (--mpi=)
 };
+
+// The MPI plugins `srun --mpi=list` names (Slurm 22.05 prints "MPI plugin types are..." and one
+// indented name per line, then the versions of the pmix plugin).
+std::vector<std::string> srun_mpi_plugins(const std::string& srun_mpi_list_output);
+
+// The plugin Open MPI's ranks need from srun: pmix (Debian's Open MPI 4.1 is built against PMIx, not
+// Slurm's PMI-1/PMI-2, so with the cluster's default MpiDefault=none its ranks die in MPI_Init).
+// std::invalid_argument, one line naming what srun offers and the fix, when pmix is not among them.
+std::string choose_srun_mpi(const std::vector<std::string>& plugins);
 
 // The mode for the options given: --hostfile wins, then --slurm, then --mpirun; with none of them,
 // Slurm when SLURM_JOB_ID is set (`slurm_job_id`), else local.

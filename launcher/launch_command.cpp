@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,17 @@
 namespace atl::launcher {
 
 namespace {
+
+// What `srun --mpi=list` prints: the MPI plugins this Slurm offers (empty if srun cannot run).
+std::string srun_mpi_list() {
+  std::string out;
+  if (FILE* pipe = popen("srun --mpi=list 2>&1", "r")) {
+    char buffer[512];
+    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    pclose(pipe);
+  }
+  return out;
+}
 
 // A directory of this launch's own for Open MPI's session files (TMPDIR, which mpirun and its
 // ranks inherit), removed when the launch ends. Open MPI 4 keeps every mpirun's session files under
@@ -134,7 +146,8 @@ int launch_command(const Args& args) {
         << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
         << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
         << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
-        << "  --slurm      srun --ntasks=N (must run inside salloc/sbatch); --mpirun forces mpirun\n"
+        << "  --slurm      srun --ntasks=N --mpi=pmix (inside salloc/sbatch; SLURM_MPI_TYPE names another\n"
+        << "               PMI plugin); --mpirun forces mpirun\n"
         << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
         << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
         << "  --dry-run    print the command and exit\n"
@@ -153,6 +166,12 @@ int launch_command(const Args& args) {
     throw std::invalid_argument(
         "--slurm needs a Slurm allocation (SLURM_JOB_ID is not set); run inside salloc or sbatch, or drop "
         "--slurm");
+  if (request.mode == LaunchMode::kSlurm) {
+    // The cluster's MpiDefault may be none (Slurm's own default): name the plugin the ranks need.
+    const char* chosen = std::getenv("SLURM_MPI_TYPE");
+    request.srun_mpi =
+        chosen && *chosen ? std::string(chosen) : choose_srun_mpi(srun_mpi_plugins(srun_mpi_list()));
+  }
   request.ranks = options.np.value_or(config.job_ranks());
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;

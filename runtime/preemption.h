@@ -14,7 +14,8 @@ namespace atl::runtime {
 class PreemptionWatch {
  public:
   // Installs the handlers (a second signal while one is pending kills the process the default way,
-  // so a stuck job can still be stopped); the destructor restores the previous handlers.
+  // so a stuck job can still be stopped -- unless it is the same signal within a second: one request
+  // delivered twice, as Slurm and a rank's supervisor do); the destructor restores the previous handlers.
   PreemptionWatch();
   ~PreemptionWatch();
   PreemptionWatch(const PreemptionWatch&) = delete;

@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgloo-dev libssl-dev iproute2 libsentencepiece-dev
   clang-16 libclang-rt-16-dev llvm-16
+  slurmctld slurmd slurm-client munge  # the private Slurm cluster of tests/cli/slurm.sh
 )
 python=${ATOLL_PYTHON:-python3}
 

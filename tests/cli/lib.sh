@@ -88,6 +88,13 @@ same_run() {
   [[ -n $(losses "$1") ]] && diff <(losses "$1") <(losses "$2") >"$3" && diff <(validation "$1") <(validation "$2") >>"$3"
 }
 
+same_files() {  # same_files DIR_A DIR_B: every shard of two checkpoints byte-identical
+  local f
+  for f in "$1"/*.safetensors; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
+}
+# latest_step RUN_DIR: the step of the newest committed checkpoint
+latest_step() { sed 's/step-//' "$1/checkpoints/LATEST"; }
+
 wait_for_jobs() {  # waits for every pid in $jobs; $statuses: their exit codes, in order
   statuses=()
   local job

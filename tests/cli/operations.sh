@@ -14,12 +14,6 @@
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
-same_files() {  # same_files DIR_A DIR_B: every shard byte-identical
-  local f
-  for f in "$1"/*.safetensors; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
-}
-# The step of the newest committed checkpoint.
-latest_step() { sed 's/step-//' "$1/checkpoints/LATEST"; }
 
 make_corpus "$atoll" "$work/data"
 cat >"$work/ops.yaml" <<YAML
@@ -145,7 +139,7 @@ fi
 # Launcher modes, printed without running: a hostfile, and Slurm inside an allocation.
 echo "localhost slots=4" >"$work/hosts"
 if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise $work/run -- .* train" \
-    && SLURM_JOB_ID=7 "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 .* supervise"; then
+    && SLURM_JOB_ID=7 SLURM_MPI_TYPE=pmix "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix .* supervise"; then
   check ok "launch modes: --hostfile passes the file to mpirun; SLURM_JOB_ID selects srun --ntasks=2"
 else
   check fail "launch modes"

@@ -12,6 +12,8 @@ namespace {
 
 using atl::launcher::LaunchMode;
 using atl::launcher::LaunchRequest;
+using atl::launcher::choose_srun_mpi;
+using atl::launcher::srun_mpi_plugins;
 
 std::string line(const LaunchRequest& request) {
   return atl::launcher::command_line(atl::launcher::launcher_prefix(request));
@@ -41,4 +43,30 @@ TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
   slurm.mode = LaunchMode::kSlurm;
   slurm.ranks = 8;
   EXPECT_EQ(line(slurm), "srun --ntasks=8 --kill-on-bad-exit=1");
+}
+
+// Slurm's default MpiDefault is none, under which Open MPI's ranks die in MPI_Init: srun is told the
+// plugin, read from what `srun --mpi=list` offers (Slurm 22.05's output, verbatim).
+TEST(JobLaunch, SrunGetsThePmixPluginOrOneLineSayingItIsMissing) {
+  const std::string slurm_22_05 =
+      "MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\nspecific pmix plugin versions "
+      "available: pmix_v4\n";
+  EXPECT_EQ(srun_mpi_plugins(slurm_22_05), (std::vector<std::string>{"pmix", "none", "cray_shasta", "pmi2"}));
+  EXPECT_EQ(choose_srun_mpi(srun_mpi_plugins(slurm_22_05)), "pmix");
+  LaunchRequest slurm;
+  slurm.mode = LaunchMode::kSlurm;
+  slurm.ranks = 4;
+  slurm.srun_mpi = "pmix";
+  EXPECT_EQ(line(slurm), "srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmix");
+  try {
+    choose_srun_mpi(srun_mpi_plugins("MPI plugin types are...\n\tnone\n\tpmi2\n"));
+    FAIL() << "a Slurm without pmix was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "--slurm: srun has no pmix MPI plugin (srun --mpi=list offers: none, pmi2)", 0),
+              0u)
+        << e.what();
+  }
+  EXPECT_THROW(choose_srun_mpi(srun_mpi_plugins("srun: fatal: Could not establish a configuration source\n")),
+               std::invalid_argument);
 }

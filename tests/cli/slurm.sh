@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `atoll launch --slurm` under a real Slurm (tests/cli/slurm_cluster.sh: Debian's slurmctld, slurmd
+# and munge on this host, Slurm's default MpiDefault=none), each job submitted with sbatch as a user
+# would:
+#   - 4 ranks of the tiny config with checkpoints, started by srun with the pmix plugin the launcher
+#     names: the same losses and the same checkpoint bytes as the job under mpirun;
+#   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
+#     to every task); each finishes its step, one checkpoint is committed, the job ends 0; the job
+#     submitted again resumes from it and ends bit for bit where an uninterrupted run ends.
+# Usage: slurm.sh ATOLL
+set -u
+atoll=$(realpath "$1")
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/slurm_cluster.sh"
+make_corpus "$atoll" "$work/data"
+tiny_config "$work/tiny.yaml"
+if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
+  check fail "a private Slurm cluster starts" "$work/cluster.log"
+  finish
+  exit
+fi
+
+# sbatch_launch NAME SBATCH_ARGS... -- LAUNCH_ARGS...: sbatch of `atoll launch tiny.yaml --slurm
+# LAUNCH_ARGS` into $work/NAME (output $work/NAME.out); prints the job id.
+sbatch_launch() {
+  local name=$1 sbatch_args=()
+  shift
+  while [[ $1 != -- ]]; do sbatch_args+=("$1"); shift; done
+  shift
+  sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
+    --wrap "$atoll launch $work/tiny.yaml --slurm --set run.dir=$work/$name $*"
+}
+
+# 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.
+job=(--set parallel.dp=4 --set train.global_batch=8 --set train.steps=12 --set checkpoint.every=4)
+"$atoll" launch "$work/tiny.yaml" --mpirun "${job[@]}" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
+sbatch_launch slurm4 --wait --ntasks=4 -- "${job[@]}" >/dev/null 2>"$work/sbatch.err"
+status=$?
+if [[ $status -eq 0 ]] && grep -q "srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmix" "$work/slurm4.out" \
+    && same_files "$work/ref/checkpoints/step-12" "$work/slurm4/checkpoints/step-12" \
+    && [[ -n $(losses "$work/ref/metrics.jsonl") ]] && diff <(losses "$work/ref/metrics.jsonl") <(losses "$work/slurm4/metrics.jsonl") >/dev/null; then
+  check ok "sbatch: 4 ranks from srun --mpi=pmix under MpiDefault=none; losses and step-12 bitwise equal to mpirun's"
+else
+  check fail "sbatch of atoll launch --slurm, 4 ranks (exit $status)" "$work/slurm4.out"
+fi
+
+# Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
+long=(--set train.steps=200 --set checkpoint.every=100)
+"$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
+id=$(sbatch_launch preempt --ntasks=2 -- "${long[@]}")
+for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
+  grep -q '"step":30,' "$work/preempt/metrics.jsonl" 2>/dev/null && break
+  [[ -z $(slurm_job_state "$id") ]] && break
+  sleep 0.05
+done
+scancel --signal=TERM "$id"
+for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
+reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" 2>/dev/null | grep -o '[0-9]*$')
+exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
+if [[ -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+    && grep -q "preempted by SIGTERM at step $reached: .*step-$reached committed" "$work/preempt.out"; then
+  check ok "scancel --signal=TERM: the ranks stop at step $reached, step-$reached committed, the job ends 0"
+else
+  check fail "preemption through Slurm (reached '$reached',$exit_code)" "$work/preempt.out"
+fi
+mv "$work/preempt.out" "$work/preempt-first.out"
+sbatch_launch preempt --wait --ntasks=2 -- "${long[@]}" >/dev/null 2>"$work/sbatch.err"
+status=$?
+if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached" "$work/preempt.out" \
+    && same_files "$work/whole/checkpoints/step-200" "$work/preempt/checkpoints/step-200"; then
+  check ok "the job submitted again resumes at step $reached and ends bitwise where the uninterrupted run ends"
+else
+  check fail "the resubmitted job (exit $status)" "$work/preempt.out"
+fi
+finish
