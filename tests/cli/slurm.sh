@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `atoll launch --slurm` under a real Slurm (tests/cli/slurm_cluster.sh: Debian's slurmctld, slurmd
 # and munge on this host, Slurm's default MpiDefault=none), each job submitted with sbatch as a user
-# would:
+# would, through the job script users copy (examples/slurm/train.sbatch):
 #   - 4 ranks of the tiny config with checkpoints, started by srun with the pmix plugin the launcher
 #     names: the same losses and the same checkpoint bytes as the job under mpirun;
 #   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
@@ -10,6 +10,7 @@
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
+examples=$(realpath "$(dirname "$0")/../../examples")
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
 make_corpus "$atoll" "$work/data"
@@ -20,15 +21,16 @@ if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
   exit
 fi
 
-# sbatch_launch NAME SBATCH_ARGS... -- LAUNCH_ARGS...: sbatch of `atoll launch tiny.yaml --slurm
-# LAUNCH_ARGS` into $work/NAME (output $work/NAME.out); prints the job id.
+# sbatch_launch NAME SBATCH_ARGS... -- LAUNCH_ARGS...: the job script users copy,
+# examples/slurm/train.sbatch, as it stands: `atoll launch tiny.yaml --slurm LAUNCH_ARGS` into
+# $work/NAME (output $work/NAME.out); prints the job id.
 sbatch_launch() {
   local name=$1 sbatch_args=()
   shift
   while [[ $1 != -- ]]; do sbatch_args+=("$1"); shift; done
   shift
-  sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
-    --wrap "$atoll launch $work/tiny.yaml --slurm --set run.dir=$work/$name $*"
+  ATOLL=$atoll sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
+    "$examples/slurm/train.sbatch" "$work/tiny.yaml" --set run.dir="$work/$name" "$@"
 }
 
 # 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.

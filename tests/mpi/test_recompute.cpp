@@ -1,10 +1,10 @@
 // Activation recomputation (train.recompute): selective and full train like none over 10 steps --
 // losses, gradient norms, final parameters and validation loss bit for bit on the CPU, where the
 // rerun issues the same kernels in the same order -- with data parallelism and gradient
-// accumulation, TP=2 with sequence parallelism and grouped-query attention, PP=2 with 1F1B and with
-// interleaved stages, ZeRO-3, bf16 (its hand-written attention: one recomputed region per layer),
-// DiLoCo islands and TP=2 x PP=2 x DP=2. And they keep what they promise: the activation memory measured
-// (AllocationPeak) falls as `atoll plan` estimates, within 15%.
+// accumulation, TP=2 with sequence parallelism and grouped-query attention, PP=2 with GPipe, 1F1B
+// and interleaved stages, ZeRO-1, 2 and 3, bf16 (its hand-written attention: one recomputed region per
+// layer), DiLoCo islands and TP=2 x PP=2 x DP=2. And they keep what they promise: the activation memory
+// measured (AllocationPeak) falls as `atoll plan` estimates, within 15%.
 #include "launcher/plan.h"
 #include "tests/parity_harness.h"
 
@@ -64,6 +64,14 @@ TEST(Recompute, OneFOneBPipelineMatchesNone) {
   expect_recompute_matches_none(config);
 }
 
+ATOLL_RUNS_AT(Recompute, GPipeMatchesNone, 2);
+TEST(Recompute, GPipeMatchesNone) {
+  Config config = layout("rc-gpipe", 1, 2);
+  config.parallel.schedule = atl::runtime::PipelineSchedule::kGPipe;
+  config.parallel.microbatches = 4;
+  expect_recompute_matches_none(config);
+}
+
 ATOLL_RUNS_AT(Recompute, InterleavedPipelineMatchesNone, 2);
 TEST(Recompute, InterleavedPipelineMatchesNone) {
   Config config = layout("rc-interleaved", 1, 2);
@@ -75,11 +83,15 @@ TEST(Recompute, InterleavedPipelineMatchesNone) {
 }
 
 // The rerun reads the parameters ZeRO-3 gathered for the layer's backward: none are gathered twice.
-ATOLL_RUNS_AT(Recompute, ZeroThreeMatchesNone, 2);
-TEST(Recompute, ZeroThreeMatchesNone) {
-  Config config = layout("rc-zero3", 1);
-  config.parallel.zero = 3;
-  expect_recompute_matches_none(config);
+// ZeRO-1 and 2: the gradients leave the rerun's node into their buckets as without it.
+ATOLL_RUNS_AT(Recompute, EveryZeroStageMatchesNone, 2);
+TEST(Recompute, EveryZeroStageMatchesNone) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("ZeRO-" + std::to_string(stage));
+    Config config = layout("rc-zero" + std::to_string(stage), 1);
+    config.parallel.zero = stage;
+    expect_recompute_matches_none(config);
+  }
 }
 
 ATOLL_RUNS_AT(Recompute, Bf16MatchesNone, 2);
