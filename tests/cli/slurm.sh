@@ -6,7 +6,9 @@
 #     names: the same losses and the same checkpoint bytes as the job under mpirun;
 #   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
 #     to every task); each finishes its step, one checkpoint is committed, the job ends 0; the job
-#     submitted again resumes from it and ends bit for bit where an uninterrupted run ends.
+#     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
+#   - a rank killed with kill -9: the launcher relaunches through srun from the last checkpoint
+#     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends.
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -73,5 +75,24 @@ if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached
   check ok "the job submitted again resumes at step $reached and ends bitwise where the uninterrupted run ends"
 else
   check fail "the resubmitted job (exit $status)" "$work/preempt.out"
+fi
+# A rank killed with kill -9 inside the allocation: atoll launch (the job script's --max-restarts 2)
+# names it, relaunches through srun from the last checkpoint, and ends where the uninterrupted run ends.
+id=$(sbatch_launch restart --ntasks=2 -- "${long[@]}" --set checkpoint.every=20)
+for _ in $(seq 1 1200); do  # until step 50 is recorded (at most 60 s)
+  grep -q '"step":50,' "$work/restart/metrics.jsonl" 2>/dev/null && break
+  [[ -z $(slurm_job_state "$id") ]] && break
+  sleep 0.05
+done
+victim=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/restart" | sort -n | tail -1)
+[[ -n $victim ]] && kill -9 "$victim"
+for _ in $(seq 1 1200); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
+exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
+if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.out" \
+    && grep -q "restart 1 of 2" "$work/restart.out" && grep -q '"event":"restart"' "$work/restart/metrics.jsonl" \
+    && same_files "$work/whole/checkpoints/step-200" "$work/restart/checkpoints/step-200"; then
+  check ok "kill -9 of a rank (pid $victim) past step 50: relaunched through srun, final state bitwise equal to the uninterrupted run"
+else
+  check fail "restart through srun (victim '$victim',$exit_code)" "$work/restart.out"
 fi
 finish

@@ -10,9 +10,9 @@
 
 namespace {
 
+using atl::launcher::choose_srun_mpi;
 using atl::launcher::LaunchMode;
 using atl::launcher::LaunchRequest;
-using atl::launcher::choose_srun_mpi;
 using atl::launcher::srun_mpi_plugins;
 
 std::string line(const LaunchRequest& request) {
