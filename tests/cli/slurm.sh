@@ -8,7 +8,8 @@
 #     to every task); each finishes its step, one checkpoint is committed, the job ends 0; the job
 #     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
 #   - a rank killed with kill -9: the launcher relaunches through srun from the last checkpoint
-#     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends.
+#     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends;
+#   - a Slurm without the pmix plugin: one line naming what srun offers, exit 2.
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -94,5 +95,22 @@ if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "was killed by s
   check ok "kill -9 of a rank (pid $victim) past step 50: relaunched through srun, final state bitwise equal to the uninterrupted run"
 else
   check fail "restart through srun (victim '$victim',$exit_code)" "$work/restart.out"
+fi
+# A Slurm without the pmix plugin (the same cluster, its clients reading a plugin directory that
+# lacks mpi_pmix*): atoll launch --slurm stops before srun with one line naming what srun offers, exit 2.
+mkdir -p "$slurm_dir/plugins-without-pmix"
+for plugin in /usr/lib/x86_64-linux-gnu/slurm-wlm/*; do
+  [[ $(basename "$plugin") == mpi_pmix* ]] || ln -s "$plugin" "$slurm_dir/plugins-without-pmix/"
+done
+{ cat "$SLURM_CONF"; echo "PluginDir=$slurm_dir/plugins-without-pmix"; } >"$slurm_dir/without-pmix.conf"
+# (salloc, whose command keeps the caller's SLURM_CONF: a batch job's is reset to slurmd's.)
+SLURM_CONF=$slurm_dir/without-pmix.conf salloc --quiet --ntasks=2 \
+  "$atoll" launch "$work/tiny.yaml" --slurm --set run.dir="$work/nopmix" >"$work/nopmix.out" 2>&1
+status=$?
+if [[ $status -eq $EXIT_BAD_INPUT && $(grep -c . "$work/nopmix.out") -eq 1 ]] \
+    && grep -q "^atoll: error: --slurm: srun has no pmix MPI plugin (srun --mpi=list offers: none, cray_shasta, pmi2)" "$work/nopmix.out"; then
+  check ok "a Slurm without pmix: one line naming what srun offers, exit 2 before any rank starts"
+else
+  check fail "a Slurm without pmix (exit $status)" "$work/nopmix.out"
 fi
 finish
