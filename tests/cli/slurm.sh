@@ -9,7 +9,10 @@
 #     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
 #   - a rank killed with kill -9: the launcher relaunches through srun from the last checkpoint
 #     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends;
+#   - two island jobs as two allocations meeting at an `atoll rendezvous`: bitwise the single-world run;
 #   - a Slurm without the pmix plugin: one line naming what srun offers, exit 2.
+# SLURM_SCENARIOS picks the cases (default all: parity preempt restart islands nopmix); CTest runs
+# them as two entries of under a minute, each with a cluster of its own.
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -25,7 +28,8 @@ if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
 fi
 
 # sbatch_launch NAME SBATCH_ARGS... -- LAUNCH_ARGS...: the job script users copy,
-# examples/slurm/train.sbatch, as it stands: `atoll launch tiny.yaml --slurm LAUNCH_ARGS` into
+# examples/slurm/train.sbatch, as it stands: `atoll launch CONFIG --slurm LAUNCH_ARGS` (CONFIG:
+# $job_config, else tiny.yaml) into
 # $work/NAME (output $work/NAME.out); prints the job id.
 sbatch_launch() {
   local name=$1 sbatch_args=()
@@ -33,9 +37,12 @@ sbatch_launch() {
   while [[ $1 != -- ]]; do sbatch_args+=("$1"); shift; done
   shift
   ATOLL=$atoll sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
-    "$examples/slurm/train.sbatch" "$work/tiny.yaml" --set run.dir="$work/$name" "$@"
+    "$examples/slurm/train.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
 }
 
+wants() { [[ " ${SLURM_SCENARIOS:-parity preempt restart islands nopmix} " == *" $1 "* ]]; }
+
+if wants parity; then
 # 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.
 job=(--set parallel.dp=4 --set train.global_batch=8 --set train.steps=12 --set checkpoint.every=4)
 "$atoll" launch "$work/tiny.yaml" --mpirun "${job[@]}" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
@@ -49,9 +56,16 @@ else
   check fail "sbatch of atoll launch --slurm, 4 ranks (exit $status)" "$work/slurm4.out"
 fi
 
-# Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
+fi
+
+# The uninterrupted run the preempted and the restarted jobs must end at.
 long=(--set train.steps=200 --set checkpoint.every=100)
+if wants preempt || wants restart; then
 "$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
+fi
+
+if wants preempt; then
+# Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
 id=$(sbatch_launch preempt --ntasks=2 -- "${long[@]}")
 for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
   grep -q '"step":30,' "$work/preempt/metrics.jsonl" 2>/dev/null && break
@@ -77,6 +91,9 @@ if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached
 else
   check fail "the resubmitted job (exit $status)" "$work/preempt.out"
 fi
+fi
+
+if wants restart; then
 # A rank killed with kill -9 inside the allocation: atoll launch (the job script's --max-restarts 2)
 # names it, relaunches through srun from the last checkpoint, and ends where the uninterrupted run ends.
 id=$(sbatch_launch restart --ntasks=2 -- "${long[@]}" --set checkpoint.every=20)
@@ -96,6 +113,33 @@ if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "was killed by s
 else
   check fail "restart through srun (victim '$victim',$exit_code)" "$work/restart.out"
 fi
+fi
+
+if wants islands; then
+# Islands as two Slurm allocations: one sbatch job per island, meeting at an `atoll rendezvous`;
+# island 0 logs what the same two islands log in one mpirun world, bit for bit.
+island_config "$work/islands.yaml"
+two_islands=(--set parallel.islands=2 --set train.global_batch=4)
+"$atoll" launch "$work/islands.yaml" --mpirun "${two_islands[@]}" >"$work/islands-single.log" 2>&1
+start_rendezvous "$atoll" "$work/rendezvous.log"
+jobs=()
+for island in 0 1; do
+  job_config=$work/islands.yaml sbatch_launch "island-$island" --wait --ntasks=1 -- "${two_islands[@]}" --set outer.island=$island \
+    --set outer.rendezvous="127.0.0.1:$port" >/dev/null 2>&1 &
+  jobs+=($!)
+done
+wait_for_jobs
+kill "$rendezvous" 2>/dev/null
+validation() { grep '"val_loss' "$1"; }
+if [[ ${statuses[*]} == "0 0" ]] && same_run "$work/single/metrics.jsonl" "$work/island-0/metrics.jsonl" "$work/islands.diff"; then
+  check ok "two island jobs as two sbatch allocations met at atoll rendezvous: island 0's losses and validation bitwise the single-world run's"
+else
+  check fail "island jobs under Slurm (exit ${statuses[*]})" "$work/island-0.out"
+fi
+
+fi
+
+if wants nopmix; then
 # A Slurm without the pmix plugin (the same cluster, its clients reading a plugin directory that
 # lacks mpi_pmix*): atoll launch --slurm stops before srun with one line naming what srun offers, exit 2.
 mkdir -p "$slurm_dir/plugins-without-pmix"
@@ -112,5 +156,6 @@ if [[ $status -eq $EXIT_BAD_INPUT && $(grep -c . "$work/nopmix.out") -eq 1 ]] \
   check ok "a Slurm without pmix: one line naming what srun offers, exit 2 before any rank starts"
 else
   check fail "a Slurm without pmix (exit $status)" "$work/nopmix.out"
+fi
 fi
 finish
