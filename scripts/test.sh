@@ -6,8 +6,8 @@
 #                                          and then skip the sanitizer steps
 #   bash scripts/test.sh --quick           the edit-test loop: the build, the unit tests and one
 #                                          multi-rank test per capability (DP/TP, PP, ZeRO, bf16,
-#                                          checkpoints, islands, the command end to end), in about
-#                                          2 minutes after a build
+#                                          recomputation, checkpoints, islands, the command end to
+#                                          end), in about 3 minutes after a build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -26,7 +26,7 @@ phase_done "the release build"
 export OMP_NUM_THREADS=1
 cd build
 if ((quick)); then
-  ctest --output-on-failure --timeout 900 -R '^(unit|test_layout_parity_np2|test_pipeline_parity_np2|test_zero_parity_np2|test_mixed_precision_np2|test_checkpoint_np2|test_islands_np2|cli_runs|fuzz_replay_.*)$' "$@"
+  ctest --output-on-failure --timeout 900 -R '^(unit|test_layout_parity_np2|test_pipeline_parity_np2|test_zero_parity_np2|test_mixed_precision_np2|test_recompute_np2|test_checkpoint_np2|test_islands_np2|cli_runs|fuzz_replay_.*)$' "$@"
   phase_done "CTest, the quick selection"
   exit 0
 fi
