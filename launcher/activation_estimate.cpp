@@ -14,7 +14,7 @@ bool on_gpu(const Config& c) {
 
 bool fused_attention(const Config& c) {
   const at::ScalarType dtype = c.train.precision == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
-  return on_gpu(c) || runtime::fused_attention_is_faster(dtype, c.model.seq);
+  return runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
 }
 
 // Bytes per token of one layer's saved tensors, by what each is (names as in llama.cpp).

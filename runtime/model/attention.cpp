@@ -61,10 +61,14 @@ bool fused_attention_is_faster(at::ScalarType dtype, int64_t seq) {
   return dtype != at::kBFloat16 || seq > 512;
 }
 
+bool causal_attention_is_fused(bool cuda, at::ScalarType dtype, int64_t seq) {
+  // On a GPU the fused kernel (flash or memory-efficient attention) is always the faster one.
+  return cuda || fused_attention_is_faster(dtype, seq);
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask) {
-  // On a GPU the fused kernel (flash or memory-efficient attention) is always the faster one.
-  if (q.is_cuda() || fused_attention_is_faster(q.scalar_type(), q.size(2)))
+  if (causal_attention_is_fused(q.is_cuda(), q.scalar_type(), q.size(2)))
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
   return handwritten_causal_attention(q, k, v, mask);
 }

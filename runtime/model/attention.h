@@ -17,13 +17,17 @@ namespace atl::runtime {
 // 0.43x and 0.85x at seq 256 and 512 (1.5x at 1024). So: fused unless bf16 up to seq 512.
 bool fused_attention_is_faster(at::ScalarType dtype, int64_t seq);
 
+// Whether causal_attention runs the fused kernel: always on a GPU, where it was measured faster on
+// the CPU. (Recomputation and `atoll plan` ask too: the fused kernel keeps no [seq, seq] probabilities.)
+bool causal_attention_is_fused(bool cuda, at::ScalarType dtype, int64_t seq);
+
 // The additive causal mask the hand-written kernel takes: [seq, seq], 0 on and below the diagonal,
 // -inf above, in `dtype`.
 at::Tensor causal_mask(int64_t seq, at::ScalarType dtype);
 
 // q, k, v: [batch, heads, seq, head_dim] (k and v already expanded to the query heads).
 // mask: [seq, seq] additive causal mask (0 / -inf), used by the hand-written kernel only.
-// Returns [batch, heads, seq, head_dim], by the kernel fused_attention_is_faster picks.
+// Returns [batch, heads, seq, head_dim], by the kernel causal_attention_is_fused picks.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask);
 

@@ -229,7 +229,7 @@ at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv) cons
 }
 
 bool LlamaModel::attention_kernel_is_fused(const at::Tensor& like) const {
-  return like.is_cuda() || fused_attention_is_faster(like.scalar_type(), config_.seq);
+  return causal_attention_is_fused(like.is_cuda(), like.scalar_type(), config_.seq);
 }
 
 at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tensor& h,

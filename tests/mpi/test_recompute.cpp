@@ -56,7 +56,7 @@ TEST(Recompute, SequenceParallelMatchesNone) {
   expect_recompute_matches_none(config);
 }
 
-// Per microbatch: four forwards alive on stage 0 before their backwards.
+// Four microbatches: 1F1B reaches its steady state, forwards and backwards interleaved.
 ATOLL_RUNS_AT(Recompute, OneFOneBPipelineMatchesNone, 2);
 TEST(Recompute, OneFOneBPipelineMatchesNone) {
   Config config = layout("rc-1f1b", 1, 2);
