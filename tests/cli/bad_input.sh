@@ -2,16 +2,16 @@
 # End-to-end checks of the `atoll` command's bad input: each one (config, layout, data, checkpoint,
 # launcher arguments) stops every rank with its one-line message and exit code 2 (no hang, no
 # repeated message), and no bad input changes a byte of a committed checkpoint. Every case is
-# catalogued in the README ("Errors you may meet"). The good runs are tests/cli/runs.sh.
+# catalogued in docs/errors.md. The good runs are tests/cli/runs.sh.
 # Usage: bad_input.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
-cases=()  # the NAME of every expect_error / expect_cli_error case, checked against the README
-readme=$(cd "$(dirname "$0")/../.." && pwd)/README.md
+cases=()  # the NAME of every expect_error / expect_cli_error case, checked against docs/errors.md
+errors_doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/errors.md
 
 # expect_exit NAME CODE REGEX COMMAND...: COMMAND exits with CODE and prints REGEX exactly once (its
-# output in $work/NAME.log); NAME joins the cases checked against the README's catalogue. The cases
+# output in $work/NAME.log); NAME joins the cases checked against docs/errors.md. The cases
 # run up to $case_jobs at a time in the background (each is mostly waiting: a start-up that stops at
 # its check), their verdicts in $work/NAME.verdict; report_cases prints them in order.
 case_jobs=3
@@ -247,14 +247,14 @@ else
   check fail "committed checkpoints: $intact"; diff "$work/committed.before" "$work/committed.after" | head -10 | sed 's/^/    /'
 fi
 
-# The README's catalogue of errors names every case above.
-catalogue=$(awk '/^### Errors you may meet/{p=1} p&&/^## /{exit} p' "$readme" 2>/dev/null)
+# The catalogue of errors (docs/errors.md) names every case above.
+catalogue=$(cat "$errors_doc" 2>/dev/null)
 missing=()
 for name in "${cases[@]}"; do grep -qF "\`$name\`" <<<"$catalogue" || missing+=("$name"); done
 if [[ -n $catalogue && ${#missing[@]} -eq 0 ]]; then
-  check ok "README 'Errors you may meet' lists all ${#cases[@]} cases"
+  check ok "docs/errors.md lists all ${#cases[@]} cases"
 else
-  check fail "README 'Errors you may meet' ($readme) lacks: ${missing[*]:-the section}"
+  check fail "docs/errors.md ($errors_doc) lacks: ${missing[*]:-the whole catalogue (missing or empty)}"
 fi
 
 finish
