@@ -17,6 +17,8 @@ int launch_command(const Args& args);
 int supervise_command(const Args& args);  // internal: one rank under `atoll launch`
 int data_command(const Args& args);
 int plan_command(const Args& args);
+int config_command(const Args& args);
+int version_command();
 int ckpt_command(const Args& args);
 int report_command(const Args& args);
 int rendezvous_command(const Args& args);

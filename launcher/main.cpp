@@ -3,7 +3,6 @@
 #include <iostream>
 #include <string>
 
-#include "atoll/build_config.h"
 #include "launcher/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/process_exit.h"
@@ -23,6 +22,8 @@ commands:
                                                     or a SentencePiece MODEL)
   tokenizer train --vocab N [--out MODEL] FILE...   train a SentencePiece subword model
   plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
+  config show CONFIG [--set key=value]...           the resolved, checked config as YAML (starts nothing)
+  config reference [--markdown]                     every config key: type, default, allowed values, meaning
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified
   ckpt export DIR --out OUT_DIR                     a Hugging Face Llama directory (transformers loads it)
   eval MODEL --data SHARD                           loss, perplexity, bits per byte of a checkpoint or
@@ -34,9 +35,10 @@ commands:
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
-  --version       print the version
+  --version       print the versions of Atoll and of the libraries it was built with
 
-Configs are YAML (see examples/); --set overrides any field, e.g. --set optim.lr=1e-3.
+Configs are YAML (see examples/ and `atoll config reference`); --set overrides any field, e.g.
+--set optim.lr=1e-3.
 )";
 
 }  // namespace
@@ -47,10 +49,7 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "--version") {
-    std::cout << "atoll " << ATOLL_VERSION << (ATOLL_CUDA ? " (MPI, CUDA + NCCL)" : " (MPI)") << "\n";
-    return 0;
-  }
+  if (args[0] == "--version" || args[0] == "version") return atl::launcher::version_command();
   const std::string command = args[0];
   const atl::launcher::Args rest(args.begin() + 1, args.end());
   try {
@@ -59,6 +58,7 @@ int main(int argc, char** argv) {
     if (command == "supervise") return atl::launcher::supervise_command(rest);
     if (command == "data") return atl::launcher::data_command(rest);
     if (command == "plan") return atl::launcher::plan_command(rest);
+    if (command == "config") return atl::launcher::config_command(rest);
     if (command == "ckpt") return atl::launcher::ckpt_command(rest);
     if (command == "report") return atl::launcher::report_command(rest);
     if (command == "rendezvous") return atl::launcher::rendezvous_command(rest);

@@ -213,14 +213,43 @@ requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node&
                      rule.example);
 }
 
-// One config field bound to a member of Config: how to read it from YAML and how to print it.
+// One config field bound to a member of Config: how to read it from YAML, how to print it, and what
+// `atoll config reference` says of it.
 struct Field {
   std::string section, key;
   // Stores the value in the config and returns "", or returns the problem line.
   std::function<std::string(Config&, const YAML::Node&)> read;
   std::function<std::string(const Config&)> show;  // as YAML
+  ConfigKeyReference reference;                    // its type, allowed values and meaning
   std::string name() const { return section + "." + key; }
 };
+
+// The reference's words for a field of type T: its type and the values it allows.
+template <typename T>
+std::string type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "integer";
+  else if constexpr (std::is_same_v<T, double>)
+    return "number";
+  else if constexpr (std::is_enum_v<T>)
+    return "choice";
+  else
+    return "string";
+}
+template <typename T>
+std::string allowed_values(const Range& range) {
+  std::vector<std::string> names;
+  if constexpr (std::is_same_v<T, bool>) {
+    names = {"true", "false"};
+  } else if constexpr (std::is_enum_v<T>) {
+    for (const Choice<T>& choice : Choices<T>::list) names.emplace_back(choice.name);
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    if (range.min != -kInf || range.max != kInf) return range.describe();
+  }
+  return joined(names, ", ");
+}
 
 // Makes the fields of one section: `model("dim", &ModelConfig::dim, at_least(1))`.
 template <typename Section>
@@ -228,11 +257,17 @@ struct SectionFields {
   const char* section;
   Section Config::*member;
 
+  // `meaning`: one line for the reference; `range`: what a number accepts.
   template <typename T>
-  Field operator()(const char* key, T Section::*field, Range range = {}) const {
+  Field operator()(const char* key, T Section::*field, const char* meaning, Range range = {}) const {
     const auto sec = member;
     Rule rule{std::string(section) + "." + key, range, show_value(Config{}.*sec.*field)};
-    Field f{section, key, nullptr, nullptr};
+    Field f{
+        section,
+        key,
+        nullptr,
+        nullptr,
+        {section, key, type_name<T>(), yaml_value(Config{}.*sec.*field), allowed_values<T>(range), meaning}};
     f.read = [sec, field, rule](Config& c, const YAML::Node& node) {
       T value{};
       std::string problem = parse(rule, node, value);
@@ -246,7 +281,12 @@ struct SectionFields {
 
 // optim.betas: a list of two numbers in [0, 1), mapped to beta1 / beta2.
 Field betas_field() {
-  Field f{"optim", "betas", nullptr, nullptr};
+  Field f{
+      "optim",
+      "betas",
+      nullptr,
+      nullptr,
+      {"optim", "betas", "list", "[0.9, 0.95]", "two numbers, each in [0, 1)", "AdamW's beta1 and beta2."}};
   f.read = [](Config& c, const YAML::Node& node) -> std::string {
     double b[2];
     try {
@@ -273,7 +313,12 @@ Field betas_field() {
 
 // parallel.stage_layers: a list of layer counts, one per virtual stage (empty: an even split).
 Field stage_layers_field() {
-  Field f{"parallel", "stage_layers", nullptr, nullptr};
+  Field f{"parallel",
+          "stage_layers",
+          nullptr,
+          nullptr,
+          {"parallel", "stage_layers", "list", "[]", "integers >= 1 summing to model.layers",
+           "Layers per virtual stage, first to last; []: an even split."}};
   f.read = [](Config& c, const YAML::Node& node) -> std::string {
     std::vector<int> counts;
     try {
@@ -309,91 +354,175 @@ const std::vector<Field>& fields() {
     const SectionFields<OuterConfig> outer{"outer", &Config::outer};
     const SectionFields<CommConfig> comm{"comm", &Config::comm};
     return std::vector<Field>{
-        run("dir", &RunConfig::dir),
-        run("seed", &RunConfig::seed, at_least(0)),
-        run("threads", &RunConfig::threads, at_least(0)),
-        run("device", &RunConfig::device),
-        run("share_gpu", &RunConfig::share_gpu),
-        run("deterministic", &RunConfig::deterministic),
-        model("vocab", &ModelConfig::vocab, at_least(2)),
-        model("dim", &ModelConfig::dim, at_least(1)),
-        model("layers", &ModelConfig::layers, at_least(1)),
-        model("heads", &ModelConfig::heads, at_least(1)),
-        model("kv_heads", &ModelConfig::kv_heads, at_least(1)),
-        model("ffn", &ModelConfig::ffn, at_least(1)),
-        model("seq", &ModelConfig::seq, at_least(1)),
-        model("tie_embeddings", &ModelConfig::tie_embeddings),
-        model("rope_theta", &ModelConfig::rope_theta, above(0)),
-        model("norm_eps", &ModelConfig::norm_eps, above(0)),
-        model("init_std", &ModelConfig::init_std, above(0)),
-        model("init_from", &ModelConfig::init_from),
-        parallel("islands", &ParallelConfig::islands, at_least(1)),
-        parallel("pp", &ParallelConfig::pp, at_least(1)),
-        parallel("dp", &ParallelConfig::dp, at_least(1)),
-        parallel("tp", &ParallelConfig::tp, at_least(1)),
-        parallel("zero", &ParallelConfig::zero, between(0, 3)),
-        parallel("microbatches", &ParallelConfig::microbatches, at_least(1)),
-        parallel("schedule", &ParallelConfig::schedule),
-        parallel("virtual_stages", &ParallelConfig::virtual_stages, at_least(1)),
-        parallel("bucket_mb", &ParallelConfig::bucket_mb, above(0)),
-        parallel("reduce_dtype", &ParallelConfig::reduce_dtype),
-        parallel("sequence_parallel", &ParallelConfig::sequence_parallel),
+        run("dir", &RunConfig::dir,
+            "The run's directory: config.yaml, metrics.jsonl, logs, TensorBoard events and, by "
+            "default, checkpoints."),
+        run("seed", &RunConfig::seed,
+            "Seeds the initial weights, the data order and the samples; a seed and a layout repeat a run bit "
+            "for bit.",
+            at_least(0)),
+        run("threads", &RunConfig::threads, "Intra-op threads per rank; 0: the node's cores over its ranks.",
+            at_least(0)),
+        run("device", &RunConfig::device,
+            "Where tensors live; auto: CUDA when a GPU is visible, else the CPU."),
+        run("share_gpu", &RunConfig::share_gpu,
+            "Lets ranks of a node share one GPU (tests on a one-GPU machine): each gets a NCCL "
+            "host id of its own."),
+        run("deterministic", &RunConfig::deterministic,
+            "Deterministic GPU kernels (and a fixed cuBLAS workspace), so GPU runs repeat bit for "
+            "bit; slower."),
+        model("vocab", &ModelConfig::vocab, "Vocabulary size: 256 for bytes, or the tokenizer's piece count.",
+              at_least(2)),
+        model("dim", &ModelConfig::dim,
+              "Width of the residual stream; model.heads must divide it into even head sizes.", at_least(1)),
+        model("layers", &ModelConfig::layers, "Decoder layers; split over the pipeline's stages.",
+              at_least(1)),
+        model("heads", &ModelConfig::heads, "Query heads; divisible by model.kv_heads and by parallel.tp.",
+              at_least(1)),
+        model("kv_heads", &ModelConfig::kv_heads,
+              "Key/value heads (grouped-query attention below model.heads); divisible by parallel.tp.",
+              at_least(1)),
+        model("ffn", &ModelConfig::ffn, "Hidden width of each SwiGLU MLP; divisible by parallel.tp.",
+              at_least(1)),
+        model("seq", &ModelConfig::seq,
+              "Tokens per sequence (the context); divisible by parallel.tp with sequence parallelism.",
+              at_least(1)),
+        model("tie_embeddings", &ModelConfig::tie_embeddings,
+              "One matrix for the token embedding and the output head."),
+        model("rope_theta", &ModelConfig::rope_theta, "Base of the rotary position embedding's frequencies.",
+              above(0)),
+        model("norm_eps", &ModelConfig::norm_eps, "Epsilon of every RMSNorm.", above(0)),
+        model("init_std", &ModelConfig::init_std, "Standard deviation of the weights' normal initialisation.",
+              above(0)),
+        model("init_from", &ModelConfig::init_from,
+              "Weights to start from: a safetensors file (atoll ckpt export) or a Hugging Face Llama "
+              "directory; none: random."),
+        parallel("islands", &ParallelConfig::islands,
+                 "Model replicas that train apart and meet through outer.algorithm.", at_least(1)),
+        parallel("pp", &ParallelConfig::pp, "Pipeline stages; model.layers are split over them.",
+                 at_least(1)),
+        parallel("dp", &ParallelConfig::dp, "Data-parallel ranks per island (ZeRO shards over them).",
+                 at_least(1)),
+        parallel("tp", &ParallelConfig::tp, "Tensor-parallel ranks: heads and the MLP width split over them.",
+                 at_least(1)),
+        parallel("zero", &ParallelConfig::zero,
+                 "ZeRO stage over dp: 0 none, 1 optimizer state, 2 and gradients, 3 and parameters sharded.",
+                 between(0, 3)),
+        parallel("microbatches", &ParallelConfig::microbatches,
+                 "Microbatches per step on each dp rank (accumulation; the pipeline's units).", at_least(1)),
+        parallel("schedule", &ParallelConfig::schedule,
+                 "Pipeline schedule: GPipe, 1F1B, or interleaved 1F1B over parallel.virtual_stages."),
+        parallel("virtual_stages", &ParallelConfig::virtual_stages,
+                 "Model chunks per pipeline rank (interleaved schedule only).", at_least(1)),
+        parallel("bucket_mb", &ParallelConfig::bucket_mb,
+                 "MiB per gradient bucket; full buckets are reduced while backward goes on.", above(0)),
+        parallel("reduce_dtype", &ParallelConfig::reduce_dtype, "Dtype the dp gradient reduction runs in."),
+        parallel("sequence_parallel", &ParallelConfig::sequence_parallel,
+                 "Megatron sequence parallelism: norms and residuals split along the sequence over tp."),
         stage_layers_field(),
-        train("steps", &TrainConfig::steps, at_least(1)),
-        train("global_batch", &TrainConfig::global_batch, at_least(1)),
-        train("log_every", &TrainConfig::log_every, at_least(1)),
-        train("eval_every", &TrainConfig::eval_every, at_least(0)),
-        train("eval_sequences", &TrainConfig::eval_sequences, at_least(0)),
-        train("sample_every", &TrainConfig::sample_every, at_least(0)),
-        train("sample_prompt", &TrainConfig::sample_prompt),
-        train("sample_tokens", &TrainConfig::sample_tokens, at_least(1)),
-        train("precision", &TrainConfig::precision),
-        train("on_nonfinite", &TrainConfig::on_nonfinite),
-        train("recompute", &TrainConfig::recompute),
-        optim("lr", &OptimConfig::lr, above(0)),
-        optim("min_lr", &OptimConfig::min_lr, at_least(0)),
-        optim("warmup", &OptimConfig::warmup, at_least(0)),
+        train("steps", &TrainConfig::steps, "Optimizer steps of the run (the schedule's length).",
+              at_least(1)),
+        train("global_batch", &TrainConfig::global_batch,
+              "Sequences per step over the whole job; a multiple of islands*dp*microbatches.", at_least(1)),
+        train("log_every", &TrainConfig::log_every, "Steps between progress lines.", at_least(1)),
+        train("eval_every", &TrainConfig::eval_every,
+              "Steps between validation losses (and one at the end); 0: never.", at_least(0)),
+        train("eval_sequences", &TrainConfig::eval_sequences, "Validation sequences per evaluation.",
+              at_least(0)),
+        train("sample_every", &TrainConfig::sample_every,
+              "Steps between text samples rank 0 prints; 0: never.", at_least(0)),
+        train("sample_prompt", &TrainConfig::sample_prompt, "The text the samples continue."),
+        train("sample_tokens", &TrainConfig::sample_tokens, "Tokens per sample.", at_least(1)),
+        train("precision", &TrainConfig::precision,
+              "bf16: bf16 compute with fp32 gradients, master weights and optimizer state."),
+        train("on_nonfinite", &TrainConfig::on_nonfinite,
+              "A NaN/Inf loss or gradient norm: skip the step's update, or stop (checkpoint, exit 3)."),
+        train("recompute", &TrainConfig::recompute,
+              "Activation recomputation: selective reruns norms, RoPE and SwiGLU; full reruns each layer."),
+        optim("lr", &OptimConfig::lr, "Peak learning rate, reached after optim.warmup steps.", above(0)),
+        optim("min_lr", &OptimConfig::min_lr, "Learning rate at the end of the decay.", at_least(0)),
+        optim("warmup", &OptimConfig::warmup, "Steps of linear warmup from 0 to optim.lr.", at_least(0)),
         betas_field(),
-        optim("eps", &OptimConfig::eps, above(0)),
-        optim("weight_decay", &OptimConfig::weight_decay, at_least(0)),
-        optim("grad_clip", &OptimConfig::grad_clip, at_least(0)),
-        optim("schedule", &OptimConfig::schedule),
-        kernels("fused_adamw", &KernelsConfig::fused_adamw),
-        kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm),
-        kernels("native_gqa", &KernelsConfig::native_gqa),
-        data("train", &DataConfig::train),
-        data("val", &DataConfig::val),
-        data("tokenizer", &DataConfig::tokenizer),
-        checkpoint("dir", &CheckpointConfig::dir),
-        checkpoint("every", &CheckpointConfig::every, at_least(0)),
-        checkpoint("keep", &CheckpointConfig::keep, at_least(1)),
-        checkpoint("keep_every", &CheckpointConfig::keep_every, at_least(0)),
-        checkpoint("mode", &CheckpointConfig::mode),
-        checkpoint("resume", &CheckpointConfig::resume),
-        outer("algorithm", &OuterConfig::algorithm),
-        outer("inner_steps", &OuterConfig::inner_steps, at_least(1)),
-        outer("lr", &OuterConfig::lr, above(0)),
-        outer("momentum", &OuterConfig::momentum, Range{0, 1, false, true}),
-        outer("nesterov", &OuterConfig::nesterov),
-        outer("fragments", &OuterConfig::fragments, at_least(1)),
-        outer("delay", &OuterConfig::delay, at_least(0)),
-        outer("mix", &OuterConfig::mix, Range{0, 1, false, false}),
-        outer("group_size", &OuterConfig::group_size, at_least(2)),
-        outer("gamma", &OuterConfig::gamma, at_least(0)),
-        outer("delayed", &OuterConfig::delayed),
-        outer("compression", &OuterConfig::compression),
-        outer("topk", &OuterConfig::topk, Range{0, static_cast<double>(optim::outer::kTopkChunk)}),
-        outer("max_pseudo_grad_norm", &OuterConfig::max_pseudo_grad_norm, at_least(0)),
-        outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps, at_least(0)),
-        outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms, at_least(0)),
-        outer("rendezvous", &OuterConfig::rendezvous),
-        outer("island", &OuterConfig::island, at_least(-1)),
-        outer("timeout_s", &OuterConfig::timeout_s, above(0)),
-        outer("secret_file", &OuterConfig::secret_file),
-        outer("min_islands", &OuterConfig::min_islands, at_least(0)),
-        outer("grace_s", &OuterConfig::grace_s, above(0)),
-        comm("timeout_s", &CommConfig::timeout_s, above(0)),
-        comm("flight_records", &CommConfig::flight_records, at_least(1)),
+        optim("eps", &OptimConfig::eps, "AdamW's epsilon.", above(0)),
+        optim("weight_decay", &OptimConfig::weight_decay,
+              "AdamW's decoupled weight decay, on weight matrices (not norms).", at_least(0)),
+        optim("grad_clip", &OptimConfig::grad_clip, "Clips the global gradient norm to this; 0: off.",
+              at_least(0)),
+        optim("schedule", &OptimConfig::schedule,
+              "After warmup: cosine to min_lr, constant, or wsd (flat, then linear over the last 20%)."),
+        kernels("fused_adamw", &KernelsConfig::fused_adamw,
+                "AdamW as ATen's fused multi-tensor kernel; auto: on a GPU."),
+        kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm,
+                "RMSNorm as at::rms_norm's fused kernel; auto: on a GPU."),
+        kernels("native_gqa", &KernelsConfig::native_gqa,
+                "Grouped-query attention inside SDPA instead of repeated kv heads; auto: on a GPU."),
+        data("train", &DataConfig::train, "Token shard to train on (atoll data prepare writes it)."),
+        data("val", &DataConfig::val, "Token shard of the validation loss."),
+        data("tokenizer", &DataConfig::tokenizer,
+             "What the ids mean: bytes, or the SentencePiece model the shards were encoded with."),
+        checkpoint("dir", &CheckpointConfig::dir, "Where checkpoints go; auto: <run.dir>/checkpoints."),
+        checkpoint("every", &CheckpointConfig::every,
+                   "Steps between checkpoints (and one at the end); 0: never.", at_least(0)),
+        checkpoint("keep", &CheckpointConfig::keep,
+                   "Committed checkpoints kept; the newest is never deleted.", at_least(1)),
+        checkpoint("keep_every", &CheckpointConfig::keep_every,
+                   "Also keeps every checkpoint whose step is a multiple of this; 0: none.", at_least(0)),
+        checkpoint("mode", &CheckpointConfig::mode,
+                   "sync waits for the write; async copies to host memory and writes behind; async_lazy "
+                   "defers the copy too."),
+        checkpoint("resume", &CheckpointConfig::resume,
+                   "auto: the newest valid checkpoint in checkpoint.dir, if any; none; or a "
+                   "checkpoint directory."),
+        outer("algorithm", &OuterConfig::algorithm,
+              "How islands meet: none averages gradients every step; the others every outer.inner_steps."),
+        outer("inner_steps", &OuterConfig::inner_steps, "H: inner steps between outer syncs.", at_least(1)),
+        outer("lr", &OuterConfig::lr, "Outer learning rate (noloco: 0.7 unless given).", above(0)),
+        outer("momentum", &OuterConfig::momentum,
+              "Outer momentum; 0: plain averaging (noloco: 0.5 unless given).", Range{0, 1, false, true}),
+        outer("nesterov", &OuterConfig::nesterov, "Nesterov form of the outer momentum."),
+        outer("fragments", &OuterConfig::fragments,
+              "streaming_diloco: fragments of strided layers, one synced every inner_steps/fragments steps.",
+              at_least(1)),
+        outer("delay", &OuterConfig::delay,
+              "streaming_diloco: steps an exchange overlaps before it lands; below inner_steps/fragments.",
+              at_least(0)),
+        outer("mix", &OuterConfig::mix,
+              "streaming_diloco: theta = mix*theta + (1-mix)*phi when a fragment lands.",
+              Range{0, 1, false, false}),
+        outer("group_size", &OuterConfig::group_size, "noloco: islands per gossip group.", at_least(2)),
+        outer("gamma", &OuterConfig::gamma, "noloco: pull towards the group mean (outer.lr unless given).",
+              at_least(0)),
+        outer("delayed", &OuterConfig::delayed,
+              "diloco: round t's reduce overlaps round t+1's inner steps (one-step delay)."),
+        outer("compression", &OuterConfig::compression, "Encoding of the exchanged pseudo-gradients."),
+        outer("topk", &OuterConfig::topk,
+              "SparseLoCo: send the topk largest of every 256 values, keep the rest as error "
+              "feedback; 0: dense.",
+              Range{0, static_cast<double>(optim::outer::kTopkChunk)}),
+        outer("max_pseudo_grad_norm", &OuterConfig::max_pseudo_grad_norm,
+              "Leaves out of a round an island whose pseudo-gradient is longer (L2); 0: no bound.",
+              at_least(0)),
+        outer("simulated_bandwidth_mbps", &OuterConfig::simulated_bandwidth_mbps,
+              "Delays the outer exchange as over a link of this many Mbit/s; 0: no delay.", at_least(0)),
+        outer("simulated_latency_ms", &OuterConfig::simulated_latency_ms,
+              "Latency per message of the simulated link.", at_least(0)),
+        outer("rendezvous", &OuterConfig::rendezvous,
+              "Islands as separate jobs: HOST:PORT of their atoll rendezvous; none: one job holds all."),
+        outer("island", &OuterConfig::island,
+              "With a rendezvous: this job's island, 0 to parallel.islands-1.", at_least(-1)),
+        outer("timeout_s", &OuterConfig::timeout_s,
+              "With a rendezvous: seconds the islands wait for each other.", above(0)),
+        outer("secret_file", &OuterConfig::secret_file,
+              "With a rendezvous: the job's secret (>= 16 bytes, mode 600); required off loopback."),
+        outer("min_islands", &OuterConfig::min_islands,
+              "With a rendezvous: islands a round needs to close; 0: every island (fixed membership).",
+              at_least(0)),
+        outer("grace_s", &OuterConfig::grace_s,
+              "With min_islands: seconds a round waits for more once min_islands are there.", above(0)),
+        comm("timeout_s", &CommConfig::timeout_s,
+             "Seconds a collective may wait before every rank aborts with a dump (exit 4).", above(0)),
+        comm("flight_records", &CommConfig::flight_records,
+             "Collectives kept per rank for the hang dump (<run.dir>/flight/).", at_least(1)),
     };
   }();
   return table;
@@ -822,6 +951,12 @@ std::string config_table(const Config& config) {
   std::string table = rule + row("setting", "value") + rule;
   for (const Field& f : fields()) table += row(f.name(), f.show(config));
   return table + rule;
+}
+
+std::vector<ConfigKeyReference> config_reference() {
+  std::vector<ConfigKeyReference> keys;
+  for (const Field& f : fields()) keys.push_back(f.reference);
+  return keys;
 }
 
 std::string config_to_yaml(const Config& config) {

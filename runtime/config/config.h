@@ -363,6 +363,17 @@ std::string config_table(const Config& config);
 // Every field of every section as YAML, for the run directory; parse_config of it gives back an
 // equal Config.
 std::string config_to_yaml(const Config& config);
+// One key the parser accepts, as `atoll config reference` documents it: generated from the same
+// table the parser reads, so the reference cannot drift from the code.
+struct ConfigKeyReference {
+  std::string section, key;
+  std::string type;           // boolean | integer | number | string | choice | list
+  std::string default_value;  // as YAML
+  std::string allowed;        // a choice's spellings, a number's range, a list's shape ("" for any string)
+  std::string meaning;        // one line
+};
+// Every key, in the order of the YAML contract.
+std::vector<ConfigKeyReference> config_reference();
 // What every island job of one run must agree on, one "name: value" line per setting: the model,
 // the outer settings (not this island's own: rendezvous, island, secret, timeouts, the simulated
 // link), parallel.islands, run.seed (the initial weights), train.steps (the schedule and the last

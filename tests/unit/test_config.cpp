@@ -420,6 +420,44 @@ TEST(ConfigOutput, TableListsEveryFieldInABox) {
   EXPECT_EQ(rows.size(), fields + 4);
 }
 
+// `atoll config reference` documents every key the parser accepts, and only those: each key of the
+// saved YAML has one entry whose default is the saved default, a type, and a line of meaning; and the
+// parser takes every documented key at its documented default.
+TEST(ConfigReference, EveryAcceptedKeyHasItsDefaultAndAMeaning) {
+  const std::vector<ConfigKeyReference> keys = config_reference();
+  std::string section;
+  std::vector<std::string> saved;  // "section.key: default" from the saved YAML of the defaults
+  for (const std::string& line : lines_of(config_to_yaml(Config{}))) {
+    if (line.rfind("  ", 0) != 0)
+      section = line.substr(0, line.size() - 1);
+    else
+      saved.push_back(section + "." + line.substr(2));
+  }
+  ASSERT_EQ(keys.size(), saved.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ConfigKeyReference& k = keys[i];
+    const std::string name = k.section + "." + k.key;
+    EXPECT_EQ(name + ": " + k.default_value, saved[i]);
+    EXPECT_FALSE(k.type.empty()) << name;
+    EXPECT_GE(k.meaning.size(), 12u) << name << " has no line of meaning";
+    EXPECT_EQ(k.meaning.back(), '.') << name << ": " << k.meaning;
+    EXPECT_EQ(k.meaning.find('\n'), std::string::npos) << name;
+    EXPECT_TRUE(problems("run: {}", {name + "=" + k.default_value}).empty()) << name;
+  }
+  // A choice lists exactly its spellings, a bounded number its range.
+  const auto find = [&](const std::string& name) {
+    for (const ConfigKeyReference& k : keys)
+      if (k.section + "." + k.key == name) return k;
+    ADD_FAILURE() << name << " is not in the reference";
+    return ConfigKeyReference{};
+  };
+  EXPECT_EQ(find("train.recompute").allowed, "none, selective, full");
+  EXPECT_EQ(find("parallel.zero").allowed, "in [0, 3]");
+  EXPECT_EQ(find("outer.momentum").allowed, "in [0, 1)");
+  EXPECT_EQ(find("model.dim").allowed, ">= 1");
+  EXPECT_EQ(find("run.dir").allowed, "");
+}
+
 }  // namespace atl::runtime
 
 namespace atl::runtime {
