@@ -101,9 +101,10 @@ else
   export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
 fi
 gpu_binaries=(atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity test_pipeline_parity
-  test_zero_parity test_mixed_precision test_checkpoint test_islands)
+  test_zero_parity test_mixed_precision test_checkpoint test_islands test_recompute)
 phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
 grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
+build/bin/atoll --version | sed 's/^/version: /' | tee -a "$results"
 
 # The main job's corpus: its text travels in .gpu-deps (gpu_deps.sh fetch); the shards are written here.
 corpus() {
