@@ -52,7 +52,10 @@ DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int
   tp_ = split_group(world, shape, GroupKind::kTp, cuda_device);
   dp_ = split_group(world, shape, GroupKind::kDp, cuda_device);
   pp_ = split_group(world, shape, GroupKind::kPp, cuda_device);
-  island_ = split_group(world, shape, GroupKind::kIsland, cuda_device);
+  // The islands exchange host copies over MPI (optim/outer/island_exchange.h), as separate island jobs
+  // do over TCP: their group has no NCCL plane, so islands of one rank each need no NCCL between ranks
+  // and may share one GPU (runtime/device.h).
+  island_ = split_group(world, shape, GroupKind::kIsland, -1);
   model_ = split_group(world, shape, GroupKind::kModel, cuda_device);
   embedding_ = split_group(world, shape, GroupKind::kEmbedding, cuda_device);
 }

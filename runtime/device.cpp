@@ -23,7 +23,8 @@ struct NoGpu {
   std::string why, fix;
 };
 
-std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, bool share_gpu) {
+std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, bool share_gpu,
+                            bool one_rank_islands) {
   if (!cuda_built)
     return NoGpu{
         "this atoll was built without the CUDA path",
@@ -34,7 +35,7 @@ std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, b
         "no CUDA device is visible to this rank",
         " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
         "on the CPU"};
-  if (local_size > cuda_devices && !share_gpu)
+  if (local_size > cuda_devices && !share_gpu && !one_rank_islands)
     return NoGpu{std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) +
                      " GPU" + (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
                  "; launch at most " + std::to_string(cuda_devices) +
@@ -46,19 +47,26 @@ std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, b
 }  // namespace
 
 DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size, bool share_gpu) {
+                           int local_size, bool share_gpu, bool one_rank_islands) {
   if (requested == DeviceKind::kCpu) return {};
-  if (const std::optional<NoGpu> missing = no_gpu(cuda_built, cuda_devices, local_size, share_gpu)) {
+  if (const std::optional<NoGpu> missing =
+          no_gpu(cuda_built, cuda_devices, local_size, share_gpu, one_rank_islands)) {
     if (requested == DeviceKind::kCuda)
       throw ConfigError({"config: run.device = cuda but " + missing->why + missing->fix});
     return {c10::Device(c10::kCPU), "device: run.device auto: " + missing->why + "; training on the CPU"};
   }
   DeviceChoice choice{
       c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices))), ""};
-  if (local_size > cuda_devices) {
+  const std::string gpus = std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s");
+  if (local_size > cuda_devices && one_rank_islands) {
+    // No NCCL group spans two ranks, so none needs a host id of its own: no socket transport either.
+    choice.note = "device: " + std::to_string(local_size) + " ranks on this node share " + gpus +
+                  " as islands of one rank each: every NCCL group has one member and the islands "
+                  "exchange over MPI on the host, so no NCCL runs between ranks";
+  } else if (local_size > cuda_devices) {
     choice.shares_gpu = true;
     choice.note = "device: run.share_gpu: " + std::to_string(local_size) + " ranks on this node share " +
-                  std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s") +
+                  gpus +
                   "; each rank has its own NCCL host id (NCCL_HOSTID), so NCCL joins them over its socket "
                   "transport: real NCCL, for tests, not for speed";
   }

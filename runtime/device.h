@@ -22,9 +22,12 @@ struct DeviceChoice {
 // the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is no GPU,
 // too few of them, or no CUDA path in the build. cpu: the CPU. `share_gpu` (run.share_gpu) lets more
 // ranks than GPUs on a node through, round robin, with a note: each such rank then needs a NCCL host
-// identity of its own (comm/nccl_host_identity.h) before its first NCCL call.
+// identity of its own (comm/nccl_host_identity.h) before its first NCCL call. `one_rank_islands`
+// (parallel.islands > 1 with pp = dp = tp = 1) lets them through as well, without host ids, with a
+// note: every NCCL group then has one member (the island group has no NCCL plane: the islands
+// exchange host copies over MPI), so no NCCL runs between ranks and any number may share a GPU.
 DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size = 1, bool share_gpu = false);
+                           int local_size = 1, bool share_gpu = false, bool one_rank_islands = false);
 
 // The GPUs this process sees (0 with a CPU-only LibTorch or no driver).
 int visible_cuda_devices();

@@ -225,8 +225,10 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
                                 config.train.eval_sequences);
     if (config.model.starts_from_file())
       s.initial_weights = read_initial_weights(config.model, config.model.init_from);
-    s.device = choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(),
-                             placement.local_rank, placement.local_size, config.run.share_gpu);
+    const ParallelConfig& p = config.parallel;
+    s.device =
+        choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(), placement.local_rank,
+                      placement.local_size, config.run.share_gpu, p.islands > 1 && p.pp * p.dp * p.tp == 1);
   });
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
   if (s.device.shares_gpu) comm::give_rank_own_nccl_host(world.rank());  // before the mesh's NCCL planes
