@@ -3,21 +3,44 @@
 # ports, state, spool, logs and munge socket, nothing system-wide -- with Slurm's default
 # MpiDefault=none (atoll launch --slurm must name the PMI plugin itself). One node, `atoll0`, of 8
 # CPUs on this host (config_overrides: more than the machine has, so 4 ranks fit on 2 cores, as
-# mpirun's --oversubscribe does). stop_slurm_cluster runs on every exit path.
+# mpirun's --oversubscribe does). Each node's spool, log and TmpFS (where the pmix plugin keeps its
+# per-step directories, which must be node-local) are its own. stop_slurm_cluster runs on every exit path.
+# use_slurm_nodes (with tests/cli/nodes.sh) makes it a cluster of several nodes instead: slurmctld in
+# nodes.sh's hub namespace, one slurmd per node namespace (`slurmd -N nodeI`), each node of 8 CPUs.
 slurm_dir=$work/slurm
 export SLURM_CONF=$slurm_dir/slurm.conf
+slurm_nodes=(atoll0)                   # the nodes' names, their hostnames and addresses
+slurm_hostnames=("$(hostname)")
+slurm_addresses=(127.0.0.1)
+slurm_controller=127.0.0.1             # where slurmctld listens
+slurm_client=()                        # what runs slurmctld and Slurm's commands where they reach it
+slurm_node_exec() { shift; "$@"; }     # slurm_node_exec I CMD...: CMD on node I (its slurmd)
+
+use_slurm_nodes() {  # use_slurm_nodes: the nodes of nodes.sh's nodes_up, under a controller in the hub
+  local i
+  slurm_nodes=() slurm_hostnames=() slurm_addresses=()
+  for ((i = 0; i < node_count; i++)); do
+    slurm_nodes+=("$(node_name "$i")") slurm_hostnames+=("$(node_name "$i")") slurm_addresses+=("$(node_address "$i")")
+  done
+  slurm_controller=$nodes_hub_address
+  slurm_client=(ip netns exec "$nodes_hub")
+  slurm_node_exec() { in_node "$@"; }
+}
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-start_slurm_cluster() {  # fails (status 1, with the daemons' logs) unless the node is idle within 30 s
-  mkdir -p "$slurm_dir/state" "$slurm_dir/spool"
+start_slurm_cluster() {  # fails (status 1, with the daemons' logs) unless every node is idle within 30 s
+  local i nodes
+  mkdir -p "$slurm_dir/state"
+  for i in "${slurm_nodes[@]}"; do mkdir -p "$slurm_dir/spool-$i" "$slurm_dir/tmp-$i"; done
+  nodes=$(IFS=,; echo "${slurm_nodes[*]}")
   head -c 1024 /dev/urandom >"$slurm_dir/munge.key"
   chmod 600 "$slurm_dir/munge.key"
   munged --force --socket="$slurm_dir/munge.socket" --key-file="$slurm_dir/munge.key" \
     --log-file="$slurm_dir/munged.log" --pid-file="$slurm_dir/munged.pid" --seed-file="$slurm_dir/munged.seed" || return 1
   cat >"$SLURM_CONF" <<CONF
 ClusterName=atoll-test
-SlurmctldHost=$(hostname)(127.0.0.1)
+SlurmctldHost=$(hostname)($slurm_controller)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$(free_port)
@@ -26,11 +49,12 @@ AuthType=auth/munge
 AuthInfo=socket=$slurm_dir/munge.socket
 CredType=cred/munge
 StateSaveLocation=$slurm_dir/state
-SlurmdSpoolDir=$slurm_dir/spool
+SlurmdSpoolDir=$slurm_dir/spool-%n
 SlurmctldPidFile=$slurm_dir/slurmctld.pid
-SlurmdPidFile=$slurm_dir/slurmd.pid
+SlurmdPidFile=$slurm_dir/slurmd-%n.pid
 SlurmctldLogFile=$slurm_dir/slurmctld.log
-SlurmdLogFile=$slurm_dir/slurmd.log
+SlurmdLogFile=$slurm_dir/slurmd-%n.log
+TmpFS=$slurm_dir/tmp-%n
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -42,13 +66,16 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 SlurmdParameters=config_overrides
 KillWait=5
-NodeName=atoll0 NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
-PartitionName=test Nodes=atoll0 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+$(for i in "${!slurm_nodes[@]}"; do
+  echo "NodeName=${slurm_nodes[i]} NodeHostname=${slurm_hostnames[i]} NodeAddr=${slurm_addresses[i]} CPUs=8 State=UNKNOWN"
+done)
+PartitionName=test Nodes=$nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
-  slurmctld -i -f "$SLURM_CONF" && slurmd -f "$SLURM_CONF" -N atoll0 || return 1
+  "${slurm_client[@]}" slurmctld -i -f "$SLURM_CONF" || return 1
+  for i in "${!slurm_nodes[@]}"; do slurm_node_exec "$i" slurmd -f "$SLURM_CONF" -N "${slurm_nodes[i]}" || return 1; done
   local _
   for _ in $(seq 1 300); do
-    [[ $(sinfo -h -n atoll0 -o %T 2>/dev/null) == idle ]] && return 0
+    [[ $("${slurm_client[@]}" sinfo -h -n "$nodes" -o %T 2>/dev/null | sort -u) == idle ]] && return 0
     sleep 0.1
   done
   echo "the private Slurm cluster did not come up; its logs:"
@@ -58,8 +85,8 @@ CONF
 
 stop_slurm_cluster() {  # cancels what runs, stops slurmctld and slurmd, then munged
   [[ -f $SLURM_CONF ]] || return 0
-  scancel --full --quiet --partition=test 2>/dev/null
-  scontrol shutdown 2>/dev/null
+  "${slurm_client[@]}" scancel --full --quiet --partition=test 2>/dev/null
+  "${slurm_client[@]}" scontrol shutdown 2>/dev/null
   local _
   for _ in $(seq 1 100); do
     pgrep -f "$SLURM_CONF" >/dev/null || break
@@ -71,4 +98,4 @@ stop_slurm_cluster() {  # cancels what runs, stops slurmctld and slurmd, then mu
 trap 'stop_slurm_cluster; if [[ -n ${KEEP_WORK:-} ]]; then echo "kept $work"; else pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"; fi' EXIT
 
 # slurm_job_state JOBID: its state as the controller last saw it (empty once forgotten)
-slurm_job_state() { squeue -h -j "$1" -o %T 2>/dev/null; }
+slurm_job_state() { "${slurm_client[@]}" squeue -h -j "$1" -o %T 2>/dev/null; }

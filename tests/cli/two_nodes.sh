@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Jobs across two hosts (tests/cli/nodes.sh: node0 and node1, each a network and a UTS namespace of
+# its own on a bridge, the filesystem shared): 2 nodes x 2 ranks of the tiny config at tp=2, dp=2,
+#   mpirun  `atoll launch --hostfile` on node0, Open MPI reaching node1 through nodes.sh's agent
+#           (plm_rsh_agent) instead of ssh: ranks 0-1 on node0 and 2-3 on node1 (rank table, exit
+#           records), so TP pairs stay inside a node and DP crosses; local ranks 0-1 on each node as
+#           the ranks' launcher gave them (what Atoll's placement reads: threads and the GPU of a
+#           rank follow from it); node1's veth carries at least the DP all-reduces' bytes both ways;
+#           losses, validation and every checkpoint shard bitwise the same job under plain
+#           `atoll launch` on one host; step-6, written by ranks of both nodes, resumed on node0
+#           alone at tp=1 and tp=2 x dp=1 continues the same training;
+#   lost    node1's link cut mid-run: what the job does (exit code and line), then the relaunch
+#           --max-restarts makes over the same hosts;
+#   slurm   the same job by `sbatch examples/slurm/two_nodes.sbatch` under a Slurm of one slurmd per
+#           node (tests/cli/slurm_cluster.sh's use_slurm_nodes): srun --mpi=pmix places ranks 0-1 on
+#           node0 and 2-3 on node1; local ranks from Slurm; traffic over the bridge; bitwise the one-host run.
+# TWO_NODES_SCENARIOS picks the cases (default all: mpirun lost slurm); CTest runs them as two entries.
+# Usage: two_nodes.sh ATOLL
+set -u
+atoll=$(realpath "$1")
+examples=$(realpath "$(dirname "$0")/../../examples")
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/nodes.sh"
+source "$(dirname "$0")/slurm_cluster.sh"
+trap 'stop_slurm_cluster; nodes_down; pkill -KILL -f "$work" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
+wants() { [[ " ${TWO_NODES_SCENARIOS:-mpirun lost slurm} " == *" $1 "* ]]; }
+
+make_corpus "$atoll" "$work/data"
+tiny_config "$work/tiny.yaml"
+job=(--set parallel.tp=2 --set parallel.dp=2 --set train.steps=12 --set checkpoint.every=6 --set checkpoint.keep=2)
+validation() { grep '"val_loss' "$1"; }
+# The reference: the same job under plain `atoll launch` on this host.
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" --set run.dir="$work/ref" >"$work/ref.log" 2>&1 ||
+  check fail "the one-host reference run" "$work/ref.log"
+if ! nodes_up 2 >"$work/nodes.log" 2>&1; then
+  check fail "two nodes (network and UTS namespaces on a bridge) come up" "$work/nodes.log"
+  finish
+  exit
+fi
+printf '%s slots=2\n' node0 node1 >"$work/hosts"
+
+# rank_hosts LOG: "RANK HOST DP TP" of each row of the rank table a run printed.
+rank_hosts() { awk '/^rank  host/ { on = 1; next } on && NF == 6 { print $1, $2, $5, $6; next } on { exit }' "$1"; }
+expected_hosts=$'0 node0 0 0\n1 node0 0 1\n2 node1 1 0\n3 node1 1 1'
+# exit_hosts RUN_DIR: "RANK HOST" of each rank's exit record.
+exit_hosts() { cat "$1"/logs/rank-*.exit 2>/dev/null | awk '{ print $2, $6 }' | sort -n | paste -sd' '; }
+# placements RUN_DIR RANK_VAR LOCAL_VAR SIZE_VAR: once the job's 4 trainers run (at most 60 s),
+# "RANK:NODE:LOCAL/SIZE" of each, from its environment and UTS namespace; NODE is nodes.sh's index.
+placements() {
+  local pids=() pid _
+  for _ in $(seq 1 600); do
+    pids=($(pgrep -f "^[^ ]*atoll train $work/tiny.yaml .*run.dir=$1( |$)"))
+    [[ ${#pids[@]} -ge 4 ]] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    echo "$(node_env "$pid" "$2"):$(node_of_pid "$pid"):$(node_env "$pid" "$3")/$(node_env "$pid" "$4")"
+  done | sort -n | paste -sd' '
+}
+expected_placement="0:0:0/2 1:0:1/2 2:1:0/2 3:1:1/2"
+# crossed RUN_DIR BEFORE AFTER: whether node1's veth carried, each way, at least the DP all-reduce
+# payload of node1's two ranks at every step (metrics' dp_bytes; an all-reduce between two nodes
+# must bring each rank the other node's whole vector); prints what it compares.
+crossed() {
+  local need
+  need=$(sed -n 's/^{"step":[0-9]*,"loss".*"dp_bytes":\([0-9]*\),.*/\1/p' "$1/metrics.jsonl" | awk '{ s += 2 * $1 } END { print s + 0 }')
+  read -r rx0 tx0 <<<"$2"
+  read -r rx1 tx1 <<<"$3"
+  echo "node1's veth: $((rx1 - rx0)) bytes out of node1, $((tx1 - tx0)) in; DP payload $need"
+  ((need > 0 && rx1 - rx0 >= need && tx1 - tx0 >= need))
+}
+# same_job RUN_DIR: losses, validation and both checkpoints' shards bitwise the reference's.
+same_job() {
+  same_run "$work/ref/metrics.jsonl" "$1/metrics.jsonl" "$work/$(basename "$1").diff" &&
+    same_files "$work/ref/checkpoints/step-6" "$1/checkpoints/step-6" &&
+    same_files "$work/ref/checkpoints/step-12" "$1/checkpoints/step-12"
+}
+
+if wants mpirun; then
+before=$(node_veth_bytes 1)
+in_node 0 timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" --hostfile "$work/hosts" --set run.dir="$work/two" \
+  -- "${node_mpi_args[@]}" >"$work/two.log" 2>&1 &
+launch=$!
+placed=$(placements "$work/two" OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE)
+wait $launch
+status=$?
+after=$(node_veth_bytes 1)
+if [[ $status -eq 0 && $(rank_hosts "$work/two.log") == "$expected_hosts" \
+      && $(exit_hosts "$work/two") == "0 node0 1 node0 2 node1 3 node1" ]]; then
+  check ok "launch --hostfile over node0 and node1 (agent, no ssh): ranks 0-1 (tp 0-1, dp 0) on node0, 2-3 (dp 1) on node1"
+else
+  check fail "launch --hostfile over two nodes (exit $status; table '$(rank_hosts "$work/two.log" | paste -sd,)', exits '$(exit_hosts "$work/two")')" "$work/two.log"
+fi
+if [[ $placed == "$expected_placement" ]]; then
+  check ok "local ranks per node from Open MPI: $placed (rank:node:local/size)"
+else
+  check fail "local ranks per node: '$placed', expected '$expected_placement'"
+fi
+if crossing=$(crossed "$work/two" "$before" "$after"); then
+  check ok "traffic crossed the bridge: $crossing"
+else
+  check fail "traffic over the bridge: $crossing"
+fi
+if same_job "$work/two"; then
+  check ok "losses, validation and step-6/step-12 shards bitwise the one-host run's"
+else
+  check fail "two nodes bitwise the one-host run" "$work/two.diff"
+fi
+# step-6 (shards 0-1 written on node0, 2-3 on node1) resumed on node0 alone in two other layouts:
+# it loads, and the losses of steps 7-12 are the two-node run's within float rounding (a
+# mis-assembled checkpoint would be off by far more).
+for layout in "1 2" "2 1"; do
+  read -r tp dp <<<"$layout"
+  name=resume-tp$tp-dp$dp
+  in_node 0 timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" --set parallel.tp="$tp" --set parallel.dp="$dp" \
+    --set run.dir="$work/$name" --set checkpoint.resume="$work/two/checkpoints/step-6" >"$work/$name.log" 2>&1
+  status=$?
+  drift=$(awk 'NR == FNR { two[$1] = $2; next } $1 > 6 && ($1 in two) { n++; d = $2 - two[$1]; if (d < 0) d = -d; if (d > m) m = d }
+    END { printf "%d %.2g", n, m }' <(losses "$work/two/metrics.jsonl") <(losses "$work/$name/metrics.jsonl"))
+  if [[ $status -eq 0 && $(rank_hosts "$work/$name.log" | awk '{ print $2 }' | sort -u) == node0 ]] \
+      && grep -q "resumed from $work/two/checkpoints/step-6 at step 6" "$work/$name.log" \
+      && awk -v d="$drift" 'BEGIN { split(d, a, " "); exit !(a[1] == 6 && a[2] <= 1e-5) }'; then
+    check ok "step-6 of both nodes resumed on node0 at tp=$tp dp=$dp: steps 7-12 within $(cut -d' ' -f2 <<<"$drift") of the two-node losses"
+  else
+    check fail "resume of the two-node step-6 at tp=$tp dp=$dp (exit $status, steps compared and largest difference: $drift)" "$work/$name.log"
+  fi
+done
+fi
+
+if wants lost; then
+# node1 crashes past step 20 (every process in its namespace killed with SIGKILL, orted and the
+# ranks' supervisors with them): mpirun ends the job, and atoll launch --max-restarts 1 relaunches it
+# over the same hostfile (node1 back, as a rebooted node) from step-20; it ends bitwise where the
+# same job uninterrupted on one host ends.
+lost=(--set train.steps=40 --set checkpoint.every=10 --set train.eval_every=0)
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${lost[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
+in_node 0 timeout -k 5 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${lost[@]}" --hostfile "$work/hosts" \
+  --set run.dir="$work/lost" --max-restarts 1 -- "${node_mpi_args[@]}" >"$work/lost.log" 2>&1 &
+launch=$!
+for _ in $(seq 1 600); do grep -q '"step":20,"checkpoint_s"' "$work/lost/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+ip netns pids "${nodes_prefix}n1" | grep -vx "${node_holders[1]}" | xargs -r kill -KILL
+wait $launch
+status=$?
+failure=$(grep -m1 "^atoll launch: the job failed" "$work/lost.log")
+echo "node lost: exit $status; $failure"
+if [[ $status -eq 0 ]] && grep -q "restart 1 of 1" "$work/lost.log" && grep -q "resumed from $work/lost/checkpoints/step-[1-9]" "$work/lost.log" \
+    && same_files "$work/whole/checkpoints/step-40" "$work/lost/checkpoints/step-40"; then
+  check ok "node1 killed past step 20 ('${failure#atoll launch: }'): relaunched over both nodes, step-40 bitwise the uninterrupted run's"
+else
+  check fail "node1 killed mid-run (exit $status)" "$work/lost.log"
+fi
+fi
+
+if wants slurm; then
+use_slurm_nodes
+if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
+  check fail "a Slurm cluster of node0 and node1 starts" "$work/cluster.log"
+  finish
+  exit
+fi
+before=$(node_veth_bytes 1)
+ATOLL=$atoll timeout 120 "${slurm_client[@]}" sbatch --parsable --wait --chdir="$work" --output="$work/slurm2.out" \
+  "$examples/slurm/two_nodes.sbatch" "$work/tiny.yaml" "${job[@]}" --set run.dir="$work/slurm2" >/dev/null 2>"$work/sbatch.err" &
+submit=$!
+placed=$(placements "$work/slurm2" SLURM_PROCID SLURM_LOCALID SLURM_TASKS_PER_NODE)
+wait $submit
+status=$?
+after=$(node_veth_bytes 1)
+placed=${placed//\/2(x2)/\/2}  # SLURM_TASKS_PER_NODE lists both nodes: 2(x2)
+if [[ $status -eq 0 && $(rank_hosts "$work/slurm2.out") == "$expected_hosts" ]] \
+    && grep -q "srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmix" "$work/slurm2.out" \
+    && [[ $(exit_hosts "$work/slurm2") == "0 node0 1 node0 2 node1 3 node1" ]]; then
+  check ok "sbatch -N 2 (two_nodes.sbatch): srun --mpi=pmix put ranks 0-1 on node0 (slurmd -N node0), 2-3 on node1"
+else
+  check fail "sbatch over two nodes (exit $status; table '$(rank_hosts "$work/slurm2.out" | paste -sd,)')" "$work/slurm2.out"
+  tail -3 "$slurm_dir"/slurmd-node*.log
+fi
+if [[ $placed == "$expected_placement" ]]; then
+  check ok "local ranks per node from Slurm: $placed (SLURM_PROCID:node:SLURM_LOCALID/tasks on the node)"
+else
+  check fail "local ranks per node under Slurm: '$placed', expected '$expected_placement'"
+fi
+if crossing=$(crossed "$work/slurm2" "$before" "$after"); then
+  check ok "under Slurm, traffic crossed the bridge: $crossing"
+else
+  check fail "under Slurm, traffic over the bridge: $crossing"
+fi
+if same_job "$work/slurm2"; then
+  check ok "under Slurm on two nodes: losses, validation and step-6/step-12 shards bitwise the one-host run's"
+else
+  check fail "two nodes under Slurm bitwise the one-host run" "$work/slurm2.diff"
+fi
+fi
+finish
