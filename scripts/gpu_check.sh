@@ -14,7 +14,9 @@
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
 #      train.recompute selective and full: their tokens/s and GPU memory peak against none's).
 # ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
-# default). A second call on a machine still warm from the first finds the build done (seconds).
+# default); "build" runs neither (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
+# the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
+# on a machine still warm from the first finds the build done (seconds).
 # Everything lands in OUT_DIR: results.txt (every figure and the device that gave it; the last lines
 # are the summary) and logs.tar.gz (every log). A failed phase is reported and the next one runs.
 # Usage: bash scripts/gpu_check.sh [OUT_DIR=${OUT:-runs/gpu-check}]
@@ -100,8 +102,9 @@ else
   export ATOLL_BUILD_JOBS=$cores
   export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
 fi
-gpu_binaries=(atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity test_pipeline_parity
-  test_zero_parity test_mixed_precision test_checkpoint test_islands test_recompute)
+# shellcheck disable=SC2206  # a list of target names, split on blanks
+gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity
+  test_pipeline_parity test_zero_parity test_mixed_precision test_checkpoint test_islands test_recompute})
 phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
 grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
 build/bin/atoll --version | sed 's/^/version: /' | tee -a "$results"

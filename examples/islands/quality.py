@@ -2,11 +2,13 @@
 """The low-communication quality experiment's tables: methods over seeds, and the outer sweep.
 
 Usage:
-    python3 examples/islands/quality.py RUNS_DIR BASELINE METHOD...
+    python3 examples/islands/quality.py [--targets issue41] RUNS_DIR BASELINE METHOD...
     python3 examples/islands/quality.py --sweep RUNS_DIR
 
 The first form (examples/islands/run.sh): each RUNS_DIR/METHOD/ holds one run directory per seed
-(seed-1, seed-2, ...), each with the metrics.jsonl and config.yaml `atoll launch` writes. BASELINE
+(seed-1, seed-2, ...), each with the metrics.jsonl and config.yaml `atoll launch` writes (a seed
+directory holding a RUNNING file -- a run examples/islands/gpu/run.sh has not finished -- is left
+out, and so is its seed from the pairing below). BASELINE
 is synchronous data parallelism. One row per method:
     method | M | H | outer step | exchange | final val loss (mean +- sd over seeds) | vs baseline |
     bytes between islands | fewer than synchronous | peak exchange
@@ -17,7 +19,8 @@ an outer optimizer. Bytes are outer_bytes_total of the last step (what one rank 
 islands over the run); "fewer than synchronous" compares with synchronous data parallelism over
 the same M islands -- the baseline's bytes scaled by the ring all-reduce's 2(M-1)/M when M differs
 from the baseline's. The peak exchange is the most bytes sent between two steps. Then the targets of issue
-20 for the methods named lookahead, diloco, diloco_m2, streaming and sparseloco, met or not.
+20 for the methods named lookahead, diloco, diloco_m2, streaming and sparseloco, met or not
+(`--targets issue41`: issue 41's, the GPU experiment's: examples/islands/gpu/run.sh).
 Writes RUNS_DIR/quality.md and RUNS_DIR/quality.svg (mean validation loss against tokens).
 
 The second form (examples/islands/sweep.sh): RUNS_DIR/sync and RUNS_DIR/mM_hH_muMU_lrLR (and
@@ -43,6 +46,12 @@ TARGETS = {  # method: (loss within %, at least x fewer bytes)
     "sparseloco": (3.0, 500.0),
     "diloco_m2": (2.0, 100.0),
 }
+TARGETS_ISSUE41 = {  # the GPU experiment (issue 41): the papers' scale, tighter for M = 2
+    "diloco": (3.0, 100.0),
+    "streaming": (3.0, 100.0),
+    "sparseloco": (4.0, 500.0),
+    "diloco_m2": (1.5, 100.0),
+}
 
 
 def percent(value):
@@ -55,11 +64,13 @@ class Seeds:
 
     def __init__(self, runs_dir, method):
         directory = os.path.join(runs_dir, method)
-        seeds = sorted(d for d in os.listdir(directory) if d.startswith("seed-")) \
-            if os.path.isdir(directory) else []
+        seeds = sorted((d for d in os.listdir(directory) if d.startswith("seed-")
+                        and not os.path.exists(os.path.join(directory, d, "RUNNING"))),
+                       key=lambda d: (len(d), d)) if os.path.isdir(directory) else []
         if not seeds:
-            raise report.ReportError(f"{directory} holds no seed-N run; run examples/islands/run.sh first")
+            raise report.ReportError(f"{directory} holds no finished seed-N run; run examples/islands/run.sh first")
         self.method = method
+        self.seeds = seeds
         self.runs = [report.load_run(directory, seed) for seed in seeds]
         self.config = report.parse_config(os.path.join(directory, seeds[0], "config.yaml"))
 
@@ -80,9 +91,11 @@ class Seeds:
         return statistics.stdev(losses) if len(losses) > 1 else 0.0
 
     def changes_against(self, baseline):
-        """Per-seed percent change against the baseline's run of the same seed."""
-        return [report.percent_change(mine, theirs)
-                for mine, theirs in zip(self.losses(), baseline.losses())]
+        """Per-seed percent change against the baseline's run of the same seed (seeds the baseline
+        lacks are left out)."""
+        theirs = dict(zip(baseline.seeds, baseline.losses()))
+        return [report.percent_change(mine, theirs[seed])
+                for seed, mine in zip(self.seeds, self.losses()) if seed in theirs]
 
     def change_against(self, baseline):
         return statistics.fmean(self.changes_against(baseline))
@@ -144,7 +157,7 @@ def method_rows(baseline, methods):
     return lines
 
 
-def target_lines(baseline, methods):
+def target_lines(baseline, methods, targets=TARGETS):
     by_name = {m.method: m for m in methods}
     lines = []
     lookahead = by_name.get("lookahead")
@@ -154,7 +167,7 @@ def target_lines(baseline, methods):
         lines.append(f"control: DiLoCo with one island (Lookahead) {lookahead.mean():.4f} vs synchronous "
                      f"{baseline.mean():.4f} ({percent(change)} paired): "
                      f"{'at or below' if ok else 'ABOVE'} synchronous")
-    for name, (within, fewer) in TARGETS.items():
+    for name, (within, fewer) in targets.items():
         m = by_name.get(name)
         if m is None:
             continue
@@ -214,6 +227,13 @@ def sweep_lines(runs_dir):
 
 
 def main(argv):
+    targets = TARGETS
+    if len(argv) > 2 and argv[1] == "--targets":
+        if argv[2] != "issue41":
+            print("quality: --targets takes issue41", file=sys.stderr)
+            return 2
+        targets = TARGETS_ISSUE41
+        argv = argv[:1] + argv[3:]
     try:
         if len(argv) == 3 and argv[1] == "--sweep":
             lines = sweep_lines(argv[2])
@@ -221,7 +241,7 @@ def main(argv):
         elif len(argv) >= 3 and not argv[1].startswith("-"):
             runs_dir = argv[1]
             methods = [Seeds(runs_dir, name) for name in argv[2:]]
-            lines = method_rows(methods[0], methods) + [""] + target_lines(methods[0], methods)
+            lines = method_rows(methods[0], methods) + [""] + target_lines(methods[0], methods, targets)
             out = os.path.join(runs_dir, "quality.md")
             with open(os.path.join(runs_dir, "quality.svg"), "w", encoding="utf-8") as f:
                 f.write(report.plot_svg([mean_curve(m) for m in methods]))
