@@ -74,6 +74,33 @@ else
   check fail "preempt: resume" "$work/resume.log"
 fi
 
+# preempt, insisting: a second SIGTERM to the launcher later than 1 s after the first kills at once
+# (runtime/preemption.cpp: the same signal within 1 s is the same request). One rank is held with
+# SIGSTOP past step 20, so the other cannot finish the step the first request asks for; 1.5 s later
+# (the interval under test) the second request arrives and the other rank dies of it: its record
+# says SIGUSR1 (what the launcher forwards), atoll launch exits 138 (128 + 10) within seconds, long
+# before comm.timeout_s (60) would end the wait, and no preemption is recorded.
+"$atoll" launch "$work/ops.yaml" --set run.dir="$work/insist" --set train.steps=100000 --set comm.timeout_s=60 >"$work/insist.log" 2>&1 &
+job=$!
+until grep -q '"step":20,' "$work/insist/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+held=$(pgrep -f "^[^ ]*atoll train $work/ops.yaml.*run.dir=$work/insist" | head -1)
+kill -STOP "$held"
+kill -TERM $job
+sleep 1.5
+kill -TERM $job
+second=$(date +%s.%N)
+wait $job
+status=$?
+took=$(awk -v a="$second" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+killed=$(grep -v " pid $held " "$work/insist/logs/"rank-*.exit 2>/dev/null | grep -c " signal 10 ")
+if [[ -n $held && $status -eq 138 && $killed -eq 1 ]] && awk -v t="$took" 'BEGIN { exit !(t < 10) }' \
+    && ! grep -q '"event":"preempted"' "$work/insist/metrics.jsonl"; then
+  check ok "preempt: a second SIGTERM 1.5 s after the first kills at once: the running rank dies of SIGUSR1, exit 138 after $took s"
+else
+  check fail "preempt: second SIGTERM (exit $status, $killed rank killed by SIGUSR1, $took s)" "$work/insist.log"
+fi
+kill -KILL "$held" 2>/dev/null
+
 # watchdog: rank 1 of 4 skips the collectives of step 4 (comm.timeout_s = 3).
 start=$(date +%s.%N)
 ATOLL_FAULT=skip_collective@1:4 timeout 60 mpirun --oversubscribe -np 4 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" \

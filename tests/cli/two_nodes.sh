@@ -173,7 +173,7 @@ if [[ $status -eq 0 && $(rank_hosts "$work/slurm2.out") == "$expected_hosts" ]] 
   check ok "sbatch -N 2 (two_nodes.sbatch): srun --mpi=pmix put ranks 0-1 on node0 (slurmd -N node0), 2-3 on node1"
 else
   check fail "sbatch over two nodes (exit $status; table '$(rank_hosts "$work/slurm2.out" | paste -sd,)')" "$work/slurm2.out"
-  tail -3 "$slurm_dir"/slurmd-node*.log
+  tail -n 3 "$slurm_dir"/slurmd-node*.log
 fi
 if [[ $placed == "$expected_placement" ]]; then
   check ok "local ranks per node from Slurm: $placed (SLURM_PROCID:node:SLURM_LOCALID/tasks on the node)"
