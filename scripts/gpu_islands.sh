@@ -119,8 +119,11 @@ runs=runs/islands-gpu
 if [[ -s .gpu-deps/islands-runs.tar.gz ]]; then
   mkdir -p "$runs"
   tar -xzf .gpu-deps/islands-runs.tar.gz -C "$runs" --skip-old-files
-  # Unfinished ones came without checkpoints: they start again.
-  while IFS= read -r marker; do rm -rf "$(dirname "$marker")"; done < <(find "$runs" -name RUNNING)
+  # Unfinished ones came without checkpoints: they start again (one cut off on this warm machine
+  # keeps its checkpoints and resumes).
+  while IFS= read -r marker; do
+    [[ -f $(dirname "$marker")/checkpoints/LATEST ]] || rm -rf "$(dirname "$marker")"
+  done < <(find "$runs" -name RUNNING)
   note "earlier runs: $(find "$runs" -name DONE | wc -l) finished runs taken from .gpu-deps/islands-runs.tar.gz"
 fi
 
