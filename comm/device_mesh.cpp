@@ -117,24 +117,32 @@ void DeviceMesh::replace_island_group(std::unique_ptr<Communicator> islands) {
   island_->replace_control(std::move(islands));
 }
 
-std::string DeviceMesh::rank_table(const MpiCommunicator& world) const {
-  constexpr int kHostLen = 64;
-  char host[kHostLen] = {};
-  gethostname(host, kHostLen - 1);
-  std::vector<char> hosts(static_cast<size_t>(kHostLen) * world.size());
-  MPI_CHECK(MPI_Gather(host, kHostLen, MPI_CHAR, hosts.data(), kHostLen, MPI_CHAR, 0, world.handle()));
+std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace& here) const {
+  // Each rank's host and device as fixed-size text, its local rank and node size as two ints.
+  constexpr size_t kHostLen = 64, kDeviceLen = 16, kRecord = kHostLen + kDeviceLen;
+  char mine[kRecord] = {};
+  gethostname(mine, kHostLen - 1);
+  here.device.copy(mine + kHostLen, kDeviceLen - 1);
+  const int local[2] = {here.local_rank, here.local_size};
+  const size_t ranks = static_cast<size_t>(world.size());
+  std::vector<char> records(kRecord * ranks);
+  std::vector<int> locals(2 * ranks);
+  MPI_CHECK(MPI_Gather(mine, kRecord, MPI_CHAR, records.data(), kRecord, MPI_CHAR, 0, world.handle()));
+  MPI_CHECK(MPI_Gather(local, 2, MPI_INT, locals.data(), 2, MPI_INT, 0, world.handle()));
   if (world.rank() != 0) return {};
-  std::string table = "rank  host                  island  pp  dp  tp\n";
-  char line[160];
+  std::string table = "rank  host                  local  device    island  pp  dp  tp\n";
+  char line[200];
   // `world` holds every island, or (islands as separate jobs) only this one: then its ranks are laid
   // out as one island and carry this island's index.
   const bool one_island = world.size() < shape_.world_size();
   const MeshShape laid_out = one_island ? MeshShape{1, shape_.pp, shape_.dp, shape_.tp} : shape_;
-  for (int r = 0; r < world.size(); ++r) {
-    MeshCoord c = coord_of(laid_out, r);
+  for (size_t r = 0; r < ranks; ++r) {
+    MeshCoord c = coord_of(laid_out, static_cast<int>(r));
     if (one_island) c.island = coord_.island;
-    std::snprintf(line, sizeof line, "%4d  %-20.20s  %6d  %2d  %2d  %2d\n", r,
-                  &hosts[static_cast<size_t>(r) * kHostLen], c.island, c.pp, c.dp, c.tp);
+    const std::string on_node = std::to_string(locals[2 * r]) + "/" + std::to_string(locals[2 * r + 1]);
+    std::snprintf(line, sizeof line, "%4zu  %-20.20s  %5s  %-8.8s  %6d  %2d  %2d  %2d\n", r,
+                  &records[r * kRecord], on_node.c_str(), &records[r * kRecord + kHostLen], c.island, c.pp,
+                  c.dp, c.tp);
     table += line;
   }
   return table;

@@ -54,9 +54,16 @@ class DeviceMesh {
   // `islands` (the round's members at its place). Not while an operation on it runs.
   void replace_island_group(std::unique_ptr<Communicator> islands);
 
-  // One row per world rank: host, coordinates. Collective (gathers host names); the text is
-  // complete on rank 0.
-  std::string rank_table(const MpiCommunicator& world) const;
+  // Where a rank runs on its node, for the rank table: its index among the node's ranks, how many
+  // ranks share the node, and its device ("cpu", "cuda:0").
+  struct NodePlace {
+    int local_rank = -1;
+    int local_size = -1;
+    std::string device;
+  };
+  // One row per world rank: host, local rank / ranks on the node, device, coordinates. Collective
+  // (gathers every rank's `here`); the text is complete on rank 0.
+  std::string rank_table(const MpiCommunicator& world, const NodePlace& here) const;
 
  private:
   std::vector<TwoPlaneCommunicator*> groups() const;  // those this rank is in

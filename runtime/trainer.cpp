@@ -250,7 +250,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (s.layout.island_exchange && s.hooks.faults.sigkill_exchange > 0)
     s.layout.island_exchange->die_in_exchange(s.hooks.faults.sigkill_exchange);
   s.watchdog->watch(s.mesh().device_backends());
-  const std::string rank_table = s.mesh().rank_table(world);
+  const std::string rank_table =
+      s.mesh().rank_table(world, {placement.local_rank, placement.local_size, s.device.device.str()});
   s.log->line(config_table(config));
   s.log->line(rank_table);
   if (!s.device.note.empty()) s.log->line(s.device.note);

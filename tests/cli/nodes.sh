@@ -95,19 +95,6 @@ node_veth_bytes() {
   in_nodes_hub sh -c "echo \$(cat $stats/rx_bytes) \$(cat $stats/tx_bytes)"
 }
 
-# node_of_pid PID: the index of the node whose UTS namespace process PID is in (empty if none).
-node_of_pid() {
-  local uts i
-  uts=$(readlink "/proc/$1/ns/uts" 2>/dev/null) || return 0
-  for ((i = 0; i < node_count; i++)); do
-    [[ $uts == "$(readlink "/proc/${node_holders[i]}/ns/uts")" ]] && echo "$i" && return 0
-  done
-  return 0
-}
-
-# node_env PID NAME: variable NAME of process PID's environment (as it started).
-node_env() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n "s/^$2=//p"; }
-
 # The link of node I cut (its veth end in the hub down) and restored.
 cut_node() { ip -n "$nodes_hub" link set "$(node_veth "$1")" down; }
 restore_node() { ip -n "$nodes_hub" link set "$(node_veth "$1")" up; }

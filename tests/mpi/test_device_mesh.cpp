@@ -2,6 +2,8 @@
 // members (gathered through the group itself) are exactly those of the mesh arithmetic, and a
 // layout that does not cover the launched ranks is refused with the documented message.
 #include <gtest/gtest.h>
+
+#include <sstream>
 #include <torch/torch.h>
 
 #include "comm/device_mesh.h"
@@ -50,12 +52,30 @@ TEST(DeviceMesh, RefusesALayoutThatDoesNotMatchTheRankCount) {
   }
 }
 
-TEST(DeviceMesh, RankTableListsEveryRank) {
+TEST(DeviceMesh, RankTableListsEveryRankWithItsPlaceOnTheNode) {
   auto world = atl::test::MpiTestEnv::runtime().world();
   atl::comm::DeviceMesh mesh(*world, {1, 2, world->size() / 2, 1});
-  const std::string table = mesh.rank_table(*world);
+  // Each rank says where it runs; rank 0's table shows every rank's own words.
+  const std::string device = "cpu" + std::to_string(world->rank());
+  const std::string table = mesh.rank_table(*world, {world->rank(), world->size(), device});
   if (world->rank() == 0) {
-    EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), world->size() + 1);
+    std::istringstream rows(table);
+    std::string row;
+    std::getline(rows, row);
+    EXPECT_EQ(row, "rank  host                  local  device    island  pp  dp  tp");
+    for (int r = 0; r < world->size(); ++r) {
+      ASSERT_TRUE(std::getline(rows, row));
+      std::istringstream fields(row);
+      std::string rank, host, local, dev;
+      int island = -1, pp = -1, dp = -1, tp = -1;
+      fields >> rank >> host >> local >> dev >> island >> pp >> dp >> tp;
+      EXPECT_EQ(rank, std::to_string(r));
+      EXPECT_EQ(local, std::to_string(r) + "/" + std::to_string(world->size()));
+      EXPECT_EQ(dev, "cpu" + std::to_string(r));
+      EXPECT_EQ(pp, r / (world->size() / 2));  // tp innermost, then dp, then pp
+      EXPECT_EQ(dp, r % (world->size() / 2));
+    }
+    EXPECT_FALSE(std::getline(rows, row));
   } else {
     EXPECT_TRUE(table.empty());
   }
