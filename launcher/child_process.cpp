@@ -86,6 +86,12 @@ ChildExit run_child(const std::vector<std::string>& command, const ChildOptions&
     // With captured output, the child is done when both pipes are closed; else poll briefly and reap.
     const bool streams_open = capture && (fds[1].fd >= 0 || fds[2].fd >= 0);
     if (!streams_open && waitpid(child, &status, WNOHANG) == child) break;
+    if (!streams_open && options.abandon && options.abandon()) {
+      kill(options.own_process_group ? -child : child, SIGKILL);
+      waitpid(child, &status, 0);
+      result.abandoned = true;
+      break;
+    }
     if (poll(fds.data(), fds.size(), streams_open ? -1 : 100) < 0 && errno != EINTR)
       throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     if (fds[0].revents & POLLIN) {

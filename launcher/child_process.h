@@ -15,6 +15,7 @@ struct ChildExit {
   int code = 0;             // exit code, or the signal that killed it
   long pid = 0;             // the child's process id
   int received_signal = 0;  // the last SIGTERM/SIGUSR1/SIGINT this process received meanwhile (0: none)
+  bool abandoned = false;   // ended by us with SIGKILL because ChildOptions::abandon said so
   // The shell convention: 128 + signal for a killed child.
   int status() const { return signaled ? 128 + code : code; }
 };
@@ -29,6 +30,9 @@ struct ChildOptions {
   // Put the child in a process group of its own, so signals sent to our group (mpirun signals the
   // group of each rank it started) reach it once, forwarded by us, not twice.
   bool own_process_group = false;
+  // Asked about ten times a second while the child runs (without captured output): true ends the
+  // child with SIGKILL (its whole process group with own_process_group) and sets ChildExit::abandoned.
+  std::function<bool()> abandon;
 };
 
 // Throws std::runtime_error naming the command when it cannot be started.

@@ -1,5 +1,6 @@
 #include "launcher/job_launch.h"
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,15 @@ std::optional<RankExit> first_failure(const std::vector<RankExit>& exits) {
   for (const RankExit& e : exits)
     if (e.failed() && (!first || e.time_s < first->time_s)) first = e;
   return first;
+}
+
+double seconds_since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool outlived_failure(const std::vector<RankExit>& exits, double now_s, double grace_s) {
+  const std::optional<RankExit> first = first_failure(exits);
+  return first && now_s - first->time_s > grace_s;
 }
 
 std::string describe(const RankExit& e) {

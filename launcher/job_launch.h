@@ -52,6 +52,8 @@ struct RankExit {
   bool failed() const { return signaled || code != 0; }
 };
 
+// Now, as RankExit::time_s counts it.
+double seconds_since_epoch();
 std::string to_line(const RankExit& exit);
 std::optional<RankExit> rank_exit_from_line(const std::string& line);
 std::string exit_record_path(const std::string& run_dir, int rank);
@@ -61,5 +63,11 @@ std::vector<RankExit> read_rank_exits(const std::string& run_dir);
 std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
 // "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
 std::string describe(const RankExit& exit);
+
+// Whether a job still running at `now_s` (seconds since the epoch) has outlived its first failed
+// rank by more than `grace_s`. mpirun and srun end the whole job within seconds of a rank's failure,
+// but mpirun waits on a node it cannot reach (its link cut, the node hung): Open MPI 4 has no
+// daemon heartbeat, so it waits until TCP gives up, about 15 minutes, and no restart happens.
+bool outlived_failure(const std::vector<RankExit>& exits, double now_s, double grace_s);
 
 }  // namespace atl::launcher

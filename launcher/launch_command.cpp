@@ -190,6 +190,7 @@ int launch_command(const Args& args) {
     std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
               << std::endl;
 
+  const std::string launcher_name = request.mode == LaunchMode::kSlurm ? "srun" : "mpirun";
   ChildOptions child_options;
   // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
   // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
@@ -200,6 +201,17 @@ int launch_command(const Args& args) {
   // srun's tasks take the allocation's TMPDIR (Slurm sets it per job); mpirun's a directory of their own.
   std::optional<SessionDirectory> session_directory;
   if (request.mode != LaunchMode::kSlurm) session_directory.emplace();
+  // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
+  // end it, so that the failure is reported and --max-restarts can act. The exit records are read
+  // at most once a second.
+  constexpr double kStragglerGrace_s = 20.0;
+  double next_look_s = 0.0;
+  child_options.abandon = [&] {
+    const double now_s = seconds_since_epoch();
+    if (now_s < next_look_s) return false;
+    next_look_s = now_s + 1.0;
+    return outlived_failure(read_rank_exits(config.run.dir), now_s, kStragglerGrace_s);
+  };
   for (int attempt = 0;; ++attempt) {
     std::error_code ignored;
     for (const RankExit& old : read_rank_exits(config.run.dir))
@@ -207,9 +219,12 @@ int launch_command(const Args& args) {
     const ChildExit job = run_child(command, child_options);
     if (job.status() == 0 || job.received_signal != 0) return job.status();
     const std::optional<RankExit> cause = first_failure(read_rank_exits(config.run.dir));
-    const std::string why = cause ? describe(*cause)
-                                  : std::string(request.mode == LaunchMode::kSlurm ? "srun" : "mpirun") +
-                                        " exited with status " + std::to_string(job.status());
+    if (job.abandoned)
+      std::cerr << "atoll launch: " << launcher_name << " had not ended " << kStragglerGrace_s << " s after "
+                << (cause ? "rank " + std::to_string(cause->rank) : std::string("a rank"))
+                << " failed (a node it cannot reach?); ended it" << std::endl;
+    const std::string why =
+        cause ? describe(*cause) : launcher_name + " exited with status " + std::to_string(job.status());
     std::cerr << "atoll launch: the job failed: " << why << " (log: " << config.run.dir << "/logs/rank-"
               << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
     if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {

@@ -4,7 +4,6 @@
 // way to learn that a rank was killed by SIGKILL, which the rank itself cannot report.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -61,7 +60,7 @@ int supervise_command(const Args& args) {
   record.pid = child.pid;
   record.signaled = child.signaled;
   record.code = child.code;
-  record.time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record.time_s = seconds_since_epoch();
   std::ofstream(exit_path + ".tmp") << to_line(record);
   std::filesystem::rename(exit_path + ".tmp", exit_path);
   return child.status();

@@ -9,12 +9,16 @@
 #           losses, validation and every checkpoint shard bitwise the same job under plain
 #           `atoll launch` on one host; step-6, written by ranks of both nodes, resumed on node0
 #           alone at tp=1 and tp=2 x dp=1 continues the same training;
-#   lost    node1's link cut mid-run: what the job does (exit code and line), then the relaunch
-#           --max-restarts makes over the same hosts;
+#   lost    every process of node1 killed mid-run (a crashed node): mpirun ends the job, and
+#           --max-restarts relaunches it over the same hosts; bitwise the uninterrupted run;
+#   partition  node1's link cut mid-run (its processes alive): atoll launch ends the mpirun that waits
+#           on node1's unreachable daemon 20 s after the first failure, and relaunches once the link
+#           is back; bitwise the uninterrupted run;
 #   slurm   the same job by `sbatch examples/slurm/two_nodes.sbatch` under a Slurm of one slurmd per
 #           node (tests/cli/slurm_cluster.sh's use_slurm_nodes): srun --mpi=pmix places ranks 0-1 on
 #           node0 and 2-3 on node1, the same local ranks; traffic over the bridge; bitwise the one-host run.
-# TWO_NODES_SCENARIOS picks the cases (default all: mpirun lost slurm); CTest runs them as two entries.
+# TWO_NODES_SCENARIOS picks the cases (default all: mpirun lost partition slurm); CTest runs them as
+# three entries.
 # Usage: two_nodes.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -23,7 +27,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nodes.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
 trap 'stop_slurm_cluster; nodes_down; pkill -KILL -f "$work" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
-wants() { [[ " ${TWO_NODES_SCENARIOS:-mpirun lost slurm} " == *" $1 "* ]]; }
+wants() { [[ " ${TWO_NODES_SCENARIOS:-mpirun lost partition slurm} " == *" $1 "* ]]; }
 
 make_corpus "$atoll" "$work/data"
 tiny_config "$work/tiny.yaml"
@@ -129,6 +133,34 @@ if [[ $status -eq 0 ]] && grep -q "restart 1 of 1" "$work/lost.log" && grep -q "
   check ok "node1 killed past step 20 ('${failure#atoll launch: }'): relaunched over both nodes, step-40 bitwise the uninterrupted run's"
 else
   check fail "node1 killed mid-run (exit $status)" "$work/lost.log"
+fi
+fi
+
+if wants partition; then
+# node1's link cut past step 20, its processes alive: every rank's watchdog fires after
+# comm.timeout_s (exit 4), but mpirun waits on node1's daemon, which it cannot reach (Open MPI 4 has
+# no daemon heartbeat). atoll launch ends mpirun 20 s after the first failure and relaunches
+# (--max-restarts 1) once the link is back: step-40 bitwise the uninterrupted run's.
+partition=(--set train.steps=40 --set checkpoint.every=10 --set train.eval_every=0 --set comm.timeout_s=5)
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${partition[@]}" --set run.dir="$work/whole_p" >"$work/whole_p.log" 2>&1
+in_node 0 timeout -k 5 200 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${partition[@]}" --hostfile "$work/hosts" \
+  --set run.dir="$work/cut" --max-restarts 1 -- "${node_mpi_args[@]}" >"$work/cut.log" 2>&1 &
+launch=$!
+for _ in $(seq 1 600); do grep -q '"step":20,"checkpoint_s"' "$work/cut/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+cut_node 1
+cut_at=$SECONDS
+for _ in $(seq 1 900); do grep -q "; ended it" "$work/cut.log" && break; sleep 0.1; done
+ended_after=$((SECONDS - cut_at))
+restore_node 1
+wait $launch
+status=$?
+ended=$(grep -m1 "; ended it" "$work/cut.log")
+if [[ $status -eq 0 && -n $ended ]] && grep -q "restart 1 of 1" "$work/cut.log" \
+    && grep -q "resumed from $work/cut/checkpoints/step-[1-9]" "$work/cut.log" \
+    && same_files "$work/whole_p/checkpoints/step-40" "$work/cut/checkpoints/step-40"; then
+  check ok "node1's link cut past step 20: '${ended#atoll launch: }' ${ended_after} s after the cut; relaunched once the link was back, step-40 bitwise the uninterrupted run's"
+else
+  check fail "node1's link cut mid-run (exit $status, ended after ${ended_after} s)" "$work/cut.log"
 fi
 fi
 

@@ -70,3 +70,18 @@ TEST(JobLaunch, SrunGetsThePmixPluginOrOneLineSayingItIsMissing) {
   EXPECT_THROW(choose_srun_mpi(srun_mpi_plugins("srun: fatal: Could not establish a configuration source\n")),
                std::invalid_argument);
 }
+
+// A job is ended only once its first failed rank has been on record for longer than the grace: a
+// clean exit, or a failure inside the grace, leaves the launcher waiting for mpirun.
+TEST(JobLaunch, AJobIsOverdueOnlyOnceItsFirstFailureOutlivedTheGrace) {
+  using atl::launcher::outlived_failure;
+  using atl::launcher::RankExit;
+  const RankExit clean{0, 100, "node0", false, 0, 1000.0};
+  const RankExit hung{2, 102, "node1", false, 4, 1010.0};
+  const RankExit killed{3, 103, "node1", true, 9, 1012.0};
+  EXPECT_FALSE(outlived_failure({}, 5000.0, 20.0));
+  EXPECT_FALSE(outlived_failure({clean}, 5000.0, 20.0));
+  EXPECT_FALSE(outlived_failure({clean, killed, hung}, 1030.0, 20.0));  // 20 s after the first failure
+  EXPECT_TRUE(outlived_failure({clean, killed, hung}, 1030.5, 20.0));   // counted from rank 2's, not 3's
+  EXPECT_TRUE(outlived_failure({killed}, 1032.5, 20.0));
+}
