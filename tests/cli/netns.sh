@@ -10,13 +10,11 @@ netns_hub="${netns_prefix}h"
 netns_hub_address=10.77.0.1
 netns_count=0
 
+source "$(dirname "${BASH_SOURCE[0]}")/bridge.sh"
 netns_down() {
-  local i
-  for ((i = 0; i < netns_count; i++)); do ip netns pids "${netns_prefix}i$i" 2>/dev/null | xargs -r kill -KILL; done
-  ip netns pids "$netns_hub" 2>/dev/null | xargs -r kill -KILL
-  for ((i = 0; i < netns_count; i++)); do ip netns del "${netns_prefix}i$i" 2>/dev/null; done
-  ip netns del "$netns_hub" 2>/dev/null
-  return 0
+  local i namespaces=()
+  for ((i = 0; i < netns_count; i++)); do namespaces+=("${netns_prefix}i$i"); done
+  bridge_down "${namespaces[@]}" "$netns_hub"
 }
 trap 'netns_down; pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
@@ -27,20 +25,10 @@ island_address() { echo "10.77.0.$((10 + $1))"; }
 netns_up() {
   local count=$1 rate=$2 i ns veth
   netns_count=$count
-  ip netns add "$netns_hub" || return 1
-  ip -n "$netns_hub" link set lo up &&
-    ip -n "$netns_hub" link add br0 type bridge &&
-    ip -n "$netns_hub" addr add "$netns_hub_address/24" dev br0 &&
-    ip -n "$netns_hub" link set br0 up || return 1
+  bridge_up "$netns_hub" "$netns_hub_address" || return 1
   for ((i = 0; i < count; i++)); do
     ns="${netns_prefix}i$i" veth="${netns_prefix}v$i"
-    ip netns add "$ns" &&
-      ip link add "$veth" type veth peer name eth0 netns "$ns" &&
-      ip link set "$veth" netns "$netns_hub" &&
-      ip -n "$netns_hub" link set "$veth" master br0 up &&
-      ip -n "$ns" addr add "$(island_address "$i")/24" dev eth0 &&
-      ip -n "$ns" link set eth0 up &&
-      ip -n "$ns" link set lo up || return 1
+    bridge_join "$netns_hub" "$ns" "$veth" "$(island_address "$i")" || return 1
     # Both directions: the island's egress, and the hub's egress towards it (the island's ingress).
     ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "${rate}mbit" burst 256kb latency 100ms &&
       ip netns exec "$netns_hub" tc qdisc add dev "$veth" root tbf rate "${rate}mbit" burst 256kb latency 100ms ||

@@ -24,13 +24,11 @@ node_name() { echo "node$1"; }
 node_address() { echo "10.78.0.$((10 + $1))"; }
 node_veth() { echo "${nodes_prefix}v$1"; }  # node I's veth end in the hub
 
+source "$(dirname "${BASH_SOURCE[0]}")/bridge.sh"
 nodes_down() {
-  local i
-  for ((i = 0; i < node_count; i++)); do ip netns pids "${nodes_prefix}n$i" 2>/dev/null | xargs -r kill -KILL; done
-  ip netns pids "$nodes_hub" 2>/dev/null | xargs -r kill -KILL
-  for ((i = 0; i < node_count; i++)); do ip netns del "${nodes_prefix}n$i" 2>/dev/null; done
-  ip netns del "$nodes_hub" 2>/dev/null
-  return 0
+  local i namespaces=()
+  for ((i = 0; i < node_count; i++)); do namespaces+=("${nodes_prefix}n$i"); done
+  bridge_down "${namespaces[@]}" "$nodes_hub"
 }
 trap 'nodes_down; pkill -KILL -f "$work" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
 
@@ -39,20 +37,10 @@ trap 'nodes_down; pkill -KILL -f "$work" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] &&
 nodes_up() {
   local count=$1 i ns veth _
   node_count=$count
-  ip netns add "$nodes_hub" || return 1
-  ip -n "$nodes_hub" link set lo up &&
-    ip -n "$nodes_hub" link add br0 type bridge &&
-    ip -n "$nodes_hub" addr add "$nodes_hub_address/24" dev br0 &&
-    ip -n "$nodes_hub" link set br0 up || return 1
+  bridge_up "$nodes_hub" "$nodes_hub_address" || return 1
   for ((i = 0; i < count; i++)); do
     ns="${nodes_prefix}n$i" veth=$(node_veth "$i")
-    ip netns add "$ns" &&
-      ip link add "$veth" type veth peer name eth0 netns "$ns" &&
-      ip link set "$veth" netns "$nodes_hub" &&
-      ip -n "$nodes_hub" link set "$veth" master br0 up &&
-      ip -n "$ns" addr add "$(node_address "$i")/24" dev eth0 &&
-      ip -n "$ns" link set eth0 up &&
-      ip -n "$ns" link set lo up || return 1
+    bridge_join "$nodes_hub" "$ns" "$veth" "$(node_address "$i")" || return 1
     # The holder: in the node's network namespace, a UTS namespace of its own named nodeI, then
     # sleep (bounded: gone within 15 minutes even if nothing tears it down). ip, unshare and sh
     # each exec the next, so $! is the sleep.

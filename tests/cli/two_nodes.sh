@@ -66,6 +66,21 @@ same_job() {
     same_files "$work/ref/checkpoints/step-6" "$1/checkpoints/step-6" &&
     same_files "$work/ref/checkpoints/step-12" "$1/checkpoints/step-12"
 }
+# check_bridge_and_bits RUN_DIR BEFORE AFTER PREFIX: the job's traffic crossed the bridge, and the job
+# is bitwise the one-host run (PREFIX starts each check's line).
+check_bridge_and_bits() {
+  local crossing
+  if crossing=$(crossed "$1" "$2" "$3"); then
+    check ok "${4}traffic crossed the bridge: $crossing"
+  else
+    check fail "${4}traffic over the bridge: $crossing"
+  fi
+  if same_job "$1"; then
+    check ok "${4}losses, validation and step-6/step-12 shards bitwise the one-host run's"
+  else
+    check fail "${4}two nodes bitwise the one-host run" "$work/$(basename "$1").diff"
+  fi
+}
 
 if wants mpirun; then
 before=$(node_veth_bytes 1)
@@ -81,16 +96,7 @@ if [[ $status -eq 0 && $(rank_hosts "$work/two.log") == "$expected_hosts" \
 else
   check fail "launch --hostfile over two nodes (exit $status; table '$(rank_hosts "$work/two.log" | paste -sd,)', exits '$(exit_hosts "$work/two")')" "$work/two.log"
 fi
-if crossing=$(crossed "$work/two" "$before" "$after"); then
-  check ok "traffic crossed the bridge: $crossing"
-else
-  check fail "traffic over the bridge: $crossing"
-fi
-if same_job "$work/two"; then
-  check ok "losses, validation and step-6/step-12 shards bitwise the one-host run's"
-else
-  check fail "two nodes bitwise the one-host run" "$work/two.diff"
-fi
+check_bridge_and_bits "$work/two" "$before" "$after" ""
 # step-6 (shards 0-1 written on node0, 2-3 on node1) resumed on node0 alone in two other layouts:
 # it loads, and the losses of steps 7-12 are the two-node run's within float rounding (a
 # mis-assembled checkpoint would be off by far more).
@@ -186,15 +192,6 @@ else
   check fail "sbatch over two nodes (exit $status; table '$(rank_hosts "$work/slurm2.out" | paste -sd,)')" "$work/slurm2.out"
   tail -n 3 "$slurm_dir"/slurmd-node*.log
 fi
-if crossing=$(crossed "$work/slurm2" "$before" "$after"); then
-  check ok "under Slurm, traffic crossed the bridge: $crossing"
-else
-  check fail "under Slurm, traffic over the bridge: $crossing"
-fi
-if same_job "$work/slurm2"; then
-  check ok "under Slurm on two nodes: losses, validation and step-6/step-12 shards bitwise the one-host run's"
-else
-  check fail "two nodes under Slurm bitwise the one-host run" "$work/slurm2.diff"
-fi
+check_bridge_and_bits "$work/slurm2" "$before" "$after" "under Slurm: "
 fi
 finish
