@@ -325,16 +325,18 @@ RunSummary summarize_metrics(std::istream& jsonl, const std::string& source) {
 
 RunSummary summarize_run(const std::string& run_dir) {
   namespace fs = std::filesystem;
+  // A path that is not a run directory is bad input (exit 2); a run directory that cannot be read
+  // is a runtime error.
   if (!fs::exists(run_dir))
-    throw std::runtime_error("report: run directory " + run_dir +
-                             " does not exist; pass the run.dir of the run's config");
+    throw std::invalid_argument("report: run directory " + run_dir +
+                                " does not exist; pass the run.dir of the run's config");
   if (!fs::is_directory(run_dir))
-    throw std::runtime_error("report: " + run_dir +
-                             " is not a directory; pass the run directory (run.dir of the config)");
+    throw std::invalid_argument("report: " + run_dir +
+                                " is not a directory; pass the run directory (run.dir of the config)");
   const std::string metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   if (!fs::exists(metrics))
-    throw std::runtime_error("report: " + run_dir +
-                             " has no metrics.jsonl; is it a run directory (run.dir of the config)?");
+    throw std::invalid_argument("report: " + run_dir +
+                                " has no metrics.jsonl; is it a run directory (run.dir of the config)?");
   std::ifstream in(metrics);
   if (!in) throw std::runtime_error("report: cannot read " + metrics + "; check its permissions");
   RunSummary summary = summarize_metrics(in, metrics);

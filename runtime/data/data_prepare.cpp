@@ -25,17 +25,17 @@ void append_file(const std::string& path, std::string& bytes) {
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
   if (!fs::exists(status))
-    throw std::runtime_error("data prepare: input " + path + " does not exist; check the path");
+    throw std::invalid_argument("data prepare: input " + path + " does not exist; check the path");
   if (!fs::is_regular_file(status))
-    throw std::runtime_error("data prepare: input " + path + " is not a regular file; pass text files");
+    throw std::invalid_argument("data prepare: input " + path + " is not a regular file; pass text files");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("data prepare: cannot read input " + path + "; check its permissions");
   const size_t before = bytes.size();
   bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (in.bad()) throw std::runtime_error("data prepare: reading input " + path + " failed");
   if (bytes.size() == before)
-    throw std::runtime_error("data prepare: input " + path +
-                             " is empty; check that it was written completely");
+    throw std::invalid_argument("data prepare: input " + path +
+                                " is empty; check that it was written completely");
 }
 
 // Pieces of `text` of about `target` bytes, each ending after a newline where there is one.

@@ -201,11 +201,11 @@ expect_cli_error ckpt_inspect_torn 1 "checkpoint: $work/torn/manifest.pb is miss
 expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out OUT_DIR\|FILE.safetensors." \
   ckpt export "$committed/checkpoints"
 mkdir -p "$work/not-a-run"
-expect_cli_error report_missing_dir 1 "report: run directory $work/none does not exist; pass the run.dir of the run's config" \
+expect_cli_error report_missing_dir 2 "report: run directory $work/none does not exist; pass the run.dir of the run's config" \
   report "$work/none"
-expect_cli_error report_no_metrics 1 "report: $work/not-a-run has no metrics.jsonl; is it a run directory" report "$work/not-a-run"
+expect_cli_error report_no_metrics 2 "report: $work/not-a-run has no metrics.jsonl; is it a run directory" report "$work/not-a-run"
 expect_cli_error prepare_no_out 2 "missing --out DIR; usage: atoll data prepare" data prepare "$work/text.txt"
-expect_cli_error prepare_missing_input 1 "data prepare: input $work/none.txt does not exist; check the path" \
+expect_cli_error prepare_missing_input 2 "data prepare: input $work/none.txt does not exist; check the path" \
   data prepare --out "$work/data2" "$work/none.txt"
 expect_cli_error outer_rendezvous 2 "config: outer.rendezvous = 'nohost' is not HOST:PORT; give outer.rendezvous as HOST:PORT" \
   plan "$work/tiny.yaml" --set outer.rendezvous=nohost --set outer.island=0

@@ -14,6 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         atl::launcher::summary_table(summary);
         atl::launcher::loss_curve_svg(summary);
       },
-      {atl::fuzz::Rejection::kRuntimeError});
+      {atl::fuzz::Rejection::kRuntimeError, atl::fuzz::Rejection::kInvalidArgument});
   return 0;
 }
