@@ -13,20 +13,20 @@ namespace {
 constexpr const char* kConfigUsage =
     "atoll config reference [--markdown] | atoll config show CONFIG [--set key=value]...";
 
-// A table cell: Markdown's column separator and HTML's brackets ("<run.dir>") escaped, an empty
-// cell shown as a dash.
-std::string cell(const std::string& text) {
-  if (text.empty()) return "-";
-  std::string escaped;
-  for (char c : text) escaped += c == '|' ? "\\|" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
-  return escaped;
+// Text for a Markdown table cell: the column separator escaped, and outside backticks HTML's
+// brackets too ("<run.dir>").
+std::string escaped(const std::string& text, bool html) {
+  std::string out;
+  for (char c : text)
+    out += c == '|' ? "\\|" : html && c == '<' ? "&lt;" : html && c == '>' ? "&gt;" : std::string(1, c);
+  return out;
 }
-
-// Inside backticks only the column separator needs escaping.
+// A plain cell (an empty one shows a dash) and a code cell.
+std::string cell(const std::string& text) {
+  return text.empty() ? "-" : escaped(text, true);
+}
 std::string code(const std::string& text) {
-  std::string escaped;
-  for (char c : text) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-  return "`" + escaped + "`";
+  return "`" + escaped(text, false) + "`";
 }
 
 void print_markdown(const std::vector<runtime::ConfigKeyReference>& keys) {
