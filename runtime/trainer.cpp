@@ -267,13 +267,24 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (s.step > 0) s.hooks.faults.sigkill_step = -1;
 
   // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
-  at::Tensor peak = at::full({1}, measure_matmul_peak_flops(s.layout.compute_dtype, s.device.device),
-                             at::TensorOptions().dtype(at::kDouble));
-  s.mesh().dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
+  // Ranks sharing a GPU (more on the node than GPUs) would each measure a fraction of it: one rank
+  // per GPU measures alone, and every rank takes the largest peak measured.
+  const int gpus = s.device.device.is_cuda() ? visible_cuda_devices() : 0;
+  const bool gpu_shared = gpus > 0 && placement.local_size > gpus;
+  const bool measures = !gpu_shared || placement.local_rank < gpus;
+  at::Tensor peak =
+      at::full({1}, measures ? measure_matmul_peak_flops(s.layout.compute_dtype, s.device.device) : 0.0,
+               at::TensorOptions().dtype(at::kDouble));
+  if (gpu_shared)
+    s.control->all_reduce(peak, comm::ReduceOp::kMax)->wait();
+  else
+    s.mesh().dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
   s.peak_flops = peak.item<double>();
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
-  if (s.device.device.is_cuda()) log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
+  // Only the logger prints the other peaks: the other ranks need not measure them.
+  if (is_logger && s.device.device.is_cuda())
+    log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

@@ -167,7 +167,7 @@ if [[ $parts == *" tests "* ]]; then
   export device
   phase main_job 150 main_job &
   main_job_pid=$!
-  phase gpu_suite 240 bash -c "cd build && ctest -L gpu -j $cores --timeout 180 --output-on-failure"
+  phase gpu_suite 300 bash -c "cd build && ctest -L gpu -j $cores --timeout 280 --output-on-failure"
   wait "$main_job_pid"
   grep -E "^(device|peak|model):|step +60/|val_loss|bit-identical|compared" "$out/logs/main_job.log" | head -12 |
     sed 's/^/  /' | tee -a "$results"
