@@ -60,7 +60,7 @@ at::Tensor encode(const TopkEncoding& encoding, const at::Tensor& values) {
   if (c.full > 0) take(0, c.full, kTopkChunk);
   if (c.tail > 0) take(c.full * kTopkChunk, 1, c.tail);
   const at::Tensor all_positions =
-      positions.empty() ? at::empty({0}, at::kLong) : at::cat(positions).to(at::kByte);
+      positions.empty() ? at::empty({0}, flat.options().dtype(at::kByte)) : at::cat(positions).to(at::kByte);
   const at::Tensor all_kept = kept.empty() ? at::empty({0}, flat.options()) : at::cat(kept);
   return at::cat({all_positions, encode(encoding.values, all_kept.contiguous())});
 }
@@ -74,11 +74,13 @@ at::Tensor decode(const TopkEncoding& encoding, const at::Tensor& bytes, int64_t
   const int64_t kept = topk_kept(encoding.k, numel);
   const at::Tensor positions = bytes.narrow(0, 0, kept).to(at::kLong);
   const at::Tensor values = decode(encoding.values, bytes.narrow(0, kept, bytes.numel() - kept), kept);
-  // Each kept entry's chunk: full chunks keep k each, the tail what is left.
+  // Each kept entry's chunk: full chunks keep k each, the tail what is left. On the bytes' device:
+  // the outer optimizer's error feedback decodes on the GPU in a GPU run.
   const Chunks c = chunks_of(numel);
-  at::Tensor chunk = at::arange(kept, at::kLong).div_(encoding.k, "floor").clamp_max_(c.full);
-  const at::Tensor length = at::where(chunk.lt(c.full), at::scalar_tensor(kTopkChunk, at::kLong),
-                                      at::scalar_tensor(c.tail, at::kLong));
+  const at::TensorOptions index = bytes.options().dtype(at::kLong);
+  at::Tensor chunk = at::arange(kept, index).div_(encoding.k, "floor").clamp_max_(c.full);
+  const at::Tensor length =
+      at::where(chunk.lt(c.full), at::scalar_tensor(kTopkChunk, index), at::scalar_tensor(c.tail, index));
   // A forged or corrupted message must not write outside its chunk or twice into one place.
   bool valid = positions.lt(length).all().item<bool>();
   if (valid && kept > 1) {
