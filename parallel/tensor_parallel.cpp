@@ -133,7 +133,11 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     const double count = ctx->saved_data["count"].toDouble();
     // d loss / d logit = (softmax - onehot(target)) / count, on valid tokens only.
     at::Tensor grad = softmax.clone();
-    grad.scatter_add_(1, index, -mine.to(grad.scalar_type()).unsqueeze(1));
+    // One entry per row, written in place: index_put_ has a deterministic CUDA kernel, a 2-D
+    // scatter_add_ none (run.deterministic refuses it). x - m equals x + (-m) bit for bit.
+    const at::Tensor row = at::arange(grad.size(0), index.options());
+    const at::Tensor column = index.squeeze(1);
+    grad.index_put_({row, column}, grad.index({row, column}).sub_(mine.to(grad.scalar_type())));
     grad.mul_(valid.to(grad.scalar_type()).unsqueeze(1)).mul_(grads[0] / count);
     return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

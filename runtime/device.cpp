@@ -91,7 +91,7 @@ void bind_device(const c10::Device& device) {
 
 void use_deterministic_kernels() {
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 }
 
 std::string gpu_name(const c10::Device& device) {

@@ -39,8 +39,11 @@ bool cuda_path_built();
 void bind_device(const c10::Device& device);
 
 // Deterministic kernels for the rest of the process (run.deterministic): LibTorch's deterministic
-// algorithms (warning, not failing, where an operation has none) and, unless the user set one, the
-// fixed cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG) cuBLAS needs to repeat itself. Before any matmul.
+// algorithms, strict -- an operation that has no deterministic kernel stops the run with LibTorch's
+// message naming it, since in warn-only mode the fused attention backward (flash and memory
+// efficient) keeps its atomic, order-dependent accumulation and only warns -- and, unless the user
+// set one, the fixed cuBLAS workspace (CUBLAS_WORKSPACE_CONFIG) cuBLAS needs to repeat itself.
+// Before any matmul.
 void use_deterministic_kernels();
 
 // The GPU's name, e.g. "NVIDIA H100 80GB HBM3" ("" for the CPU).

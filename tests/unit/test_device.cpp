@@ -1,5 +1,6 @@
 // run.device: which device a rank trains on, for every combination of what the config asks, what
 // the build has and how many GPUs the rank sees; and the datasheet peaks MFU is quoted against.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include "runtime/device.h"
@@ -149,6 +150,19 @@ TEST(DatasheetPeak, KnownGpusByTheirDeviceNames) {
   EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA A100-SXM4-80GB"), 312e12);
   EXPECT_DOUBLE_EQ(*datasheet_bf16_peak_flops("NVIDIA L40S"), 362e12);
   EXPECT_FALSE(datasheet_bf16_peak_flops("Some Future GPU").has_value());
+}
+
+// run.deterministic is strict: in warn-only mode LibTorch's fused attention backward keeps its
+// order-dependent atomic accumulation on a GPU and only warns (seen on an H100, 2026-11-26).
+TEST(DeterministicKernels, StrictSoThatAnOperationWithoutADeterministicKernelStopsTheRun) {
+  at::Context& context = at::globalContext();
+  const bool was = context.deterministicAlgorithms(),
+             was_warn_only = context.deterministicAlgorithmsWarnOnly();
+  use_deterministic_kernels();
+  EXPECT_TRUE(context.deterministicAlgorithms());
+  EXPECT_FALSE(context.deterministicAlgorithmsWarnOnly());
+  EXPECT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+  context.setDeterministicAlgorithms(was, was_warn_only);
 }
 
 }  // namespace
