@@ -11,6 +11,7 @@
 #include "comm/mpi_communicator.h"
 #if ATOLL_CUDA
 #include "comm/nccl_communicator.h"
+#include "comm/single_rank_communicator.h"
 #endif
 
 namespace atl::comm {
@@ -28,7 +29,13 @@ std::unique_ptr<TwoPlaneCommunicator> split_group(const MpiCommunicator& world, 
   std::unique_ptr<Communicator> device;
   if (cuda_device >= 0) {
 #if ATOLL_CUDA
-    device = std::make_unique<NcclCommunicator>(*control, cuda_device, group_name(kind));
+    // A group of one has nothing to exchange: no NCCL communicator (each costs an initialisation,
+    // GPU memory and a proxy thread); its collectives leave the data as it is, the bits NCCL's
+    // would leave.
+    if (control->size() == 1)
+      device = std::make_unique<SingleRankCommunicator>(group_name(kind));
+    else
+      device = std::make_unique<NcclCommunicator>(*control, cuda_device, group_name(kind));
 #else
     throw std::invalid_argument(
         "parallel: CUDA device " + std::to_string(cuda_device) +

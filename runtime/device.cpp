@@ -61,8 +61,8 @@ DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devic
   if (local_size > cuda_devices && one_rank_islands) {
     // No NCCL group spans two ranks, so none needs a host id of its own: no socket transport either.
     choice.note = "device: " + std::to_string(local_size) + " ranks on this node share " + gpus +
-                  " as islands of one rank each: every NCCL group has one member and the islands "
-                  "exchange over MPI on the host, so no NCCL runs between ranks";
+                  " as islands of one rank each: every group on the GPU has one member (no NCCL "
+                  "communicator is made) and the islands exchange over MPI on the host";
   } else if (local_size > cuda_devices) {
     choice.shares_gpu = true;
     choice.note = "device: run.share_gpu: " + std::to_string(local_size) + " ranks on this node share " +

@@ -94,15 +94,16 @@ TEST(Device, ShareGpuLetsMoreRanksThanGpusOntoThemRoundRobinAndSaysSo) {
 }
 
 TEST(Device, IslandsOfOneRankShareAGpuWithoutHostIdsAndSaySoInOneLine) {
-  // 4 islands of one rank on one GPU: every NCCL group has one member, so no share_gpu is needed.
+  // 4 islands of one rank on one GPU: every group on the GPU has one member, so no share_gpu is needed.
   for (DeviceKind kind : {DeviceKind::kCuda, DeviceKind::kAuto})
     for (bool share_gpu : {false, true}) {
       const DeviceChoice third = choose_device(kind, true, 1, 2, 4, share_gpu, /*one_rank_islands=*/true);
       EXPECT_EQ(third.device, c10::Device(c10::kCUDA, 0));
       EXPECT_FALSE(third.shares_gpu);  // no NCCL host id of its own: no NCCL group spans two ranks
-      EXPECT_EQ(third.note,
-                "device: 4 ranks on this node share 1 GPU as islands of one rank each: every NCCL group has "
-                "one member and the islands exchange over MPI on the host, so no NCCL runs between ranks");
+      EXPECT_EQ(
+          third.note,
+          "device: 4 ranks on this node share 1 GPU as islands of one rank each: every group on the GPU "
+          "has one member (no NCCL communicator is made) and the islands exchange over MPI on the host");
     }
   // Round robin over the GPUs there are; a GPU per rank says nothing.
   EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 2, 3, 4, false, true).device, c10::Device(c10::kCUDA, 1));
