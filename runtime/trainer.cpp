@@ -171,15 +171,17 @@ struct Trainer::State {
 
 namespace {
 
-// A GPU's peaks beside the one MFU is measured against: bf16 and TF32 matmuls measured on this
-// rank's GPU, and the datasheet's dense bf16 peak, which also goes into the start record.
+// A GPU's peaks beside the one MFU is measured against: the datasheet's dense bf16 peak, which also
+// goes into the start record, and bf16 and TF32 matmuls measured on this rank's GPU -- only printed,
+// so a quiet run (the tests' trainers, by the hundred) does not spend a second measuring them.
 void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Precision precision) {
-  const double bf16 =
-      precision == Precision::kBf16 ? peak_flops : measure_matmul_peak_flops(at::kBFloat16, device);
-  const double tf32 = measure_tf32_matmul_peak_flops(device);
   const std::string name = gpu_name(device);
   const std::optional<double> datasheet = datasheet_bf16_peak_flops(name);
   if (datasheet) log.datasheet_peak(*datasheet);
+  if (log.quiet()) return;
+  const double bf16 =
+      precision == Precision::kBf16 ? peak_flops : measure_matmul_peak_flops(at::kBFloat16, device);
+  const double tf32 = measure_tf32_matmul_peak_flops(device);
   log.line(formatted(
       "peak: %s measured %.0f TFLOP/s bf16, %.0f TFLOP/s tf32 (MFU against %s); datasheet dense bf16 %s",
       name.c_str(), bf16 / 1e12, tf32 / 1e12, std::string(name_of(precision)).c_str(),

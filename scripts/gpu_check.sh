@@ -13,7 +13,8 @@
 #   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
 #      train.recompute selective and full: their tokens/s and GPU memory peak against none's).
-# ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
+# ATOLL_GPU_CHECK_TESTS (a CTest -R pattern) runs only those GPU tests, for ATOLL_GPU_SUITE_S seconds
+# (default 300). ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
 # default); "build" runs neither (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
 # the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
 # on a machine still warm from the first finds the build done (seconds).
@@ -167,7 +168,11 @@ if [[ $parts == *" tests "* ]]; then
   export device
   phase main_job 150 main_job &
   main_job_pid=$!
-  phase gpu_suite 300 bash -c "cd build && ctest -L gpu -j $cores --timeout 280 --output-on-failure"
+  # -V streams every test's output into the log as it comes (each line led by the test's number), so
+  # a suite stopped by the phase's limit still shows how far each test got and each case's time.
+  suite_s=${ATOLL_GPU_SUITE_S:-300}
+  phase gpu_suite "$suite_s" bash -c "cd build && ctest -L gpu ${ATOLL_GPU_CHECK_TESTS:+-R '$ATOLL_GPU_CHECK_TESTS'} \
+    -j $cores --timeout $((suite_s - 20)) -V"
   wait "$main_job_pid"
   grep -E "^(device|peak|model):|step +60/|val_loss|bit-identical|compared" "$out/logs/main_job.log" | head -12 |
     sed 's/^/  /' | tee -a "$results"
@@ -175,9 +180,16 @@ if [[ $parts == *" tests "* ]]; then
     echo "gpu suite:"
     grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_suite.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
     grep -E "tests passed|tests failed" "$out/logs/gpu_suite.log" | sed 's/^/  /'
-    # Every test's whole output (CTest keeps it), and the measured GPU-vs-CPU errors from it.
-    cp build/Testing/Temporary/LastTest.log "$out/logs/gpu_suite_all_output.log"
-    grep -hE "^gpu vs cpu|with_gpus:" "$out/logs/gpu_suite_all_output.log" | sort | uniq -c | sed 's/^/  /'
+    # The measured GPU-vs-CPU errors, every failed case, and the slowest cases with their test
+    # (GoogleTest colours its lines: mpirun gives the ranks a terminal).
+    sed 's/\x1b\[[0-9;]*m//g' "$out/logs/gpu_suite.log" >"$out/logs/gpu_suite_plain.log"
+    grep -hE "^([0-9]+: )?(gpu vs cpu|with_gpus:)" "$out/logs/gpu_suite_plain.log" | sed -E 's/^[0-9]+: //' |
+      sort | uniq -c | sed 's/^/  /'
+    grep -E "^[0-9]+: \[  FAILED  \] [A-Za-z_]+\.[A-Za-z_]+ \(" "$out/logs/gpu_suite_plain.log" | sed 's/^/  /'
+    echo "slowest cases (ms, test number: case):"
+    sed -nE 's/^([0-9]+): \[ +(OK|FAILED) +\] ([A-Za-z_]+\.[A-Za-z_]+) \(([0-9]+) ms\).*/\4 \1: \3 \2/p' \
+      "$out/logs/gpu_suite_plain.log" | sort -rn | head -15 | sed 's/^/  /'
+    rm -f "$out/logs/gpu_suite_plain.log"
   } 2>/dev/null | tee -a "$results"
 fi
 

@@ -29,6 +29,7 @@ class RunLog {
   void datasheet_peak(double peak_flops) { datasheet_peak_flops_ = peak_flops; }
 
   void line(const std::string& text) const;  // the console only
+  bool quiet() const { return !display_; }   // no console: line() prints nothing
   void start(int64_t step, int world_size);
   // After each step: its record and scalars, and the progress bar.
   void step(const StepMetrics& m);
