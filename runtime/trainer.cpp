@@ -24,6 +24,7 @@
 #include "runtime/metrics/console_lines.h"
 #include "runtime/metrics/peak_flops.h"
 #include "runtime/metrics/run_log.h"
+#include "runtime/metrics/step_profiler.h"
 #include "runtime/parallelize.h"
 #include "runtime/preemption.h"
 #include "runtime/process_exit.h"
@@ -505,11 +506,15 @@ void Trainer::run() {
   };
   const bool caught_up = s.catch_up_with_the_islands();
   s.log->start(s.step, s.mesh().shape().world_size());
+  StepProfiler profiler({c.train.profile_start, c.train.profile_steps, c.run.dir + "/profile",
+                         s.mesh().rank(), s.device.device.is_cuda()});
   // An island that took the others' state at a round's step finishes that step as they did: a
   // catch-up at the last step must still be committed and validated, not end with nothing saved.
   if (caught_up) step_done(s.step);
   while (s.step < c.train.steps) {
+    profiler.before_step(s.step + 1);
     const StepMetrics m = train_step();
+    for (const std::string& line : profiler.after_step(m.step)) s.log->line(line);
     s.log->step(m);
     if (m.nonfinite) {
       s.log->nonfinite(m);

@@ -10,7 +10,8 @@
 #      then a resume from it that must end bit for bit where the uninterrupted run ended;
 #   4. the unit tests, then `ctest -L gpu` (beside the main job): where the node has fewer GPUs
 #      than a test's ranks, they share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
-#   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
+#   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, a Kineto profile of two of
+#      Atoll's steps (GPU time by kernel), and each lever in
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
 #      train.recompute selective and full: their tokens/s and GPU memory peak against none's).
 # ATOLL_GPU_CHECK_TESTS (a CTest -R pattern) runs only those GPU tests, for ATOLL_GPU_SUITE_S seconds
@@ -210,6 +211,13 @@ if [[ $parts == *" bench "* ]]; then
     --kv-heads 8 --ffn 8192 --seq 2048 --rope-theta 500000 --tie-embeddings --global-batch 8 --steps 20 \
     --warmup-steps 5 --data data/pydocs/train.bin --compile
   grep -E "^pytorch_gpu " "$out/logs/compiled.log" | tee -a "$results"
+  # Where Atoll's step goes: two steps of the same run under Kineto (train.profile_start), GPU time
+  # by kernel; the trace itself (Perfetto) in the logs.
+  phase profile 70 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="train.profile_start=8 train.profile_steps=2" \
+    bash bench/bench_gpu.sh 9 8
+  profiled=runs/bench-gpu/atoll-1gpu/profile
+  sed 's/^/  /' "$profiled/summary.txt" 2>/dev/null | tee -a "$results"
+  gzip -c "$profiled/rank-0.json" >"$out/logs/atoll-1b-profile.json.gz" 2>/dev/null
   for lever in $levers; do
     name=lever_$(echo "$lever" | tr -c 'a-z0-9_\n' '_')
     phase "$name" 80 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="${lever//,/ }" bash bench/bench_gpu.sh 15 8

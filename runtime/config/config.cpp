@@ -433,6 +433,12 @@ const std::vector<Field>& fields() {
               "Steps between text samples rank 0 prints; 0: never.", at_least(0)),
         train("sample_prompt", &TrainConfig::sample_prompt, "The text the samples continue."),
         train("sample_tokens", &TrainConfig::sample_tokens, "Tokens per sample.", at_least(1)),
+        train("profile_start", &TrainConfig::profile_start,
+              "First step of a Kineto trace in run.dir/profile (every rank's, and rank 0's time by "
+              "kernel); 0: none.",
+              at_least(0)),
+        train("profile_steps", &TrainConfig::profile_steps,
+              "Steps the trace covers from train.profile_start.", at_least(1)),
         train("precision", &TrainConfig::precision,
               "bf16: bf16 compute with fp32 gradients, master weights and optimizer state."),
         train("on_nonfinite", &TrainConfig::on_nonfinite,
@@ -892,6 +898,11 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
                     "parallel.islands*parallel.dp*parallel.microbatches", split,
                     "use a multiple of " + std::to_string(split));
   validate_outer(c, problems);
+  if (c.train.profile_start > 0 && int64_t{c.train.profile_start} + c.train.profile_steps - 1 > c.train.steps)
+    problems.push_back("config: train.profile_start = " + std::to_string(c.train.profile_start) + " with " +
+                       "train.profile_steps = " + std::to_string(c.train.profile_steps) + " ends after " +
+                       "train.steps = " + std::to_string(c.train.steps) +
+                       "; profile steps of the run (or set profile_start to 0)");
 
   require_divisible(problems, "model.dim", m.dim, "model.heads", m.heads,
                     "each head gets dim/heads channels, so pick heads that divide dim");

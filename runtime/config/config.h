@@ -191,6 +191,10 @@ struct TrainConfig {
   // SwiGLU product and a hand-written attention's softmax recomputed) | full (a layer keeps only
   // its input and runs its forward again in backward).
   Recompute recompute = Recompute::kNone;
+  // A Kineto trace of profile_steps steps from step profile_start (0: none) in run.dir/profile:
+  // every rank's Chrome trace, and rank 0's time by kernel (GPU) or operator (CPU).
+  int profile_start = 0;
+  int profile_steps = 3;
 };
 
 struct OptimConfig {

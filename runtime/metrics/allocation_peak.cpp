@@ -33,14 +33,16 @@ class AllocationPeak::Reporter : public c10::MemoryReportingInfoBase {
   int64_t current_ = 0, peak_ = 0;
 };
 
-AllocationPeak::AllocationPeak(c10::Device device)
-    : reporter_(std::make_shared<Reporter>(device)),
-      guard_(std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, reporter_)) {}
+AllocationPeak::AllocationPeak(c10::Device device) {
+  if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE)) return;  // a profiler's
+  reporter_ = std::make_shared<Reporter>(device);
+  guard_ = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, reporter_);
+}
 
 AllocationPeak::~AllocationPeak() = default;
 
 int64_t AllocationPeak::peak_bytes() const {
-  return reporter_->peak();
+  return reporter_ ? reporter_->peak() : 0;
 }
 
 }  // namespace atl::runtime

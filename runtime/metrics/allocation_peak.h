@@ -7,6 +7,10 @@
 // installed in the thread's debug info, which the autograd engine's threads inherit. Not sampled,
 // so a transient peak inside backward is seen; frees of tensors allocated before it began are not
 // counted against it.
+//
+// The hook's slot is the profiler's (DebugInfoKind::PROFILER_STATE): while a profiler holds it
+// (train.profile_start), installing a reporter there would hide the profiler from its own callbacks
+// -- Kineto then read the reporter as its state and crashed -- so nothing is measured (0 bytes).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -27,7 +31,8 @@ class AllocationPeak {
   AllocationPeak(const AllocationPeak&) = delete;
   AllocationPeak& operator=(const AllocationPeak&) = delete;
 
-  // The peak so far of the bytes allocated on the device since construction, less those freed.
+  // The peak so far of the bytes allocated on the device since construction, less those freed; 0
+  // while a profiler holds the slot.
   int64_t peak_bytes() const;
 
   class Reporter;

@@ -118,6 +118,8 @@ expect_error tokenizer_missing "data.tokenizer: $work/none.model cannot be read;
   "$work/tiny.yaml" --set data.tokenizer="$work/none.model"
 expect_error sample_prompt_long "train.sample_prompt: 'xxxxxxxxxxxxxxxxxxxx' is 20 tokens; give it 1 to model.seq = 16" 2 train \
   "$work/tiny.yaml" --set train.sample_every=2 --set train.sample_prompt=xxxxxxxxxxxxxxxxxxxx
+expect_error profile_after_end "train.profile_start = 5 with train.profile_steps = 3 ends after train.steps = 6; profile steps of the run" \
+  2 train "$work/tiny.yaml" --set train.profile_start=5
 expect_cli_error sample_prompt_long_cli 2 "--prompt is 20 tokens, longer than model.seq = 16; shorten it" \
   sample "$work/export-dir" --prompt xxxxxxxxxxxxxxxxxxxx
 expect_cli_error eval_not_a_model 2 "$work/data holds neither a checkpoint .manifest.pb or LATEST. nor a Hugging Face model" \

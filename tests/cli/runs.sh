@@ -24,6 +24,29 @@ else
   check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
 fi
 
+# The same run profiled at steps 3-4 (train.profile_start): both ranks write a Chrome trace holding
+# the model's matrix products, rank 0 prints and saves its time by operator, and the losses are the
+# unprofiled run's bit for bit.
+CUDA_VISIBLE_DEVICES="" timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.profile_start=3 --set train.profile_steps=2 \
+  --set run.dir="$work/profiled" >"$work/profiled.log" 2>&1
+status=$?
+losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
+traces_hold_mm() {
+  python3 - "$work/profiled/profile" <<'PY'
+import json, sys
+for rank in (0, 1):
+    events = json.load(open(f"{sys.argv[1]}/rank-{rank}.json"))["traceEvents"]
+    if not any(e.get("name") == "aten::mm" for e in events):
+        sys.exit(f"rank {rank}'s trace has no aten::mm")
+PY
+}
+if [[ $status -eq 0 && $(grep -c '^profile: steps 3-4 ' "$work/profiled.log") -eq 1 ]] && traces_hold_mm &&
+   grep -q ' aten::mm$' "$work/profiled/profile/summary.txt" && [[ "$(losses "$work/run")" == "$(losses "$work/profiled")" ]]; then
+  check ok "launch: train.profile_start writes both ranks' traces and rank 0's operator times; losses unchanged"
+else
+  check fail "launch: profiled run (exit $status)" "$work/profiled.log"
+fi
+
 # Two islands of one rank with DiLoCo (H = 3, int8 exchange): outer bytes in every step record,
 # phi evaluated beside island 0's theta, a checkpoint whose tensors name their island, and
 # `ckpt export` writing phi.
