@@ -195,8 +195,9 @@ if [[ $parts == *" tests "* ]]; then
 fi
 
 # 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
-# ATOLL_GPU_LEVERS (space-separated; each a comma-separated set of overrides) against Atoll's default.
-levers=${ATOLL_GPU_LEVERS:-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
+# ATOLL_GPU_LEVERS (space-separated; each a comma-separated set of overrides; set but empty: none)
+# against Atoll's default.
+levers=${ATOLL_GPU_LEVERS-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
 kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false
 train.recompute=selective train.recompute=full}
 bench_summary() {  # LOG: the summary table bench_gpu.sh prints last

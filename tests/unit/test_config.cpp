@@ -313,7 +313,8 @@ model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,
             virtual_stages: 2, bucket_mb: 12.5, reduce_dtype: bf16, sequence_parallel: true, stage_layers: [1, 2, 1] }
 train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16,
-            on_nonfinite: skip, recompute: selective, sample_every: 7, sample_prompt: "def #: ", sample_tokens: 9 }
+            on_nonfinite: skip, recompute: selective, sample_every: 7, sample_prompt: "def #: ", sample_tokens: 9,
+            profile_start: 4, profile_steps: 2 }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
 kernels:  { fused_adamw: false, fused_rms_norm: true, native_gqa: false }
