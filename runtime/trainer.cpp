@@ -174,7 +174,7 @@ namespace {
 
 // A GPU's peaks beside the one MFU is measured against: the datasheet's dense bf16 peak, which also
 // goes into the start record, and bf16 and TF32 matmuls measured on this rank's GPU -- only printed,
-// so a quiet run (the tests' trainers, by the hundred) does not spend a second measuring them.
+// so a rank without a console (every rank but 0, and the tests' trainers) does not measure them.
 void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Precision precision) {
   const std::string name = gpu_name(device);
   const std::optional<double> datasheet = datasheet_bf16_peak_flops(name);
@@ -285,9 +285,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   s.peak_flops = peak.item<double>();
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
-  // Only the logger prints the other peaks: the other ranks need not measure them.
-  if (is_logger && s.device.device.is_cuda())
-    log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
+  if (s.device.device.is_cuda()) log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <stdexcept>
 
 namespace atl::runtime {
 namespace {
@@ -19,6 +18,24 @@ using Clock = std::chrono::steady_clock;
 using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
+
+constexpr size_t kSummaryRows = 15;
+
+// One row of the summary: the time of every event of a name within the profiled steps.
+struct ProfiledName {
+  std::string name;
+  int64_t calls = 0;
+  double total_ms = 0.0;
+};
+
+// The rows of `names` with the largest totals, largest first, at most kSummaryRows of them.
+std::vector<ProfiledName> heaviest(std::vector<ProfiledName> names) {
+  std::sort(names.begin(), names.end(), [](const ProfiledName& a, const ProfiledName& b) {
+    return a.total_ms != b.total_ms ? a.total_ms > b.total_ms : a.name < b.name;
+  });
+  if (names.size() > kSummaryRows) names.resize(kSummaryRows);
+  return names;
+}
 
 std::string formatted_row(const ProfiledName& row, double total_ms) {
   constexpr size_t kNameWidth = 100;
@@ -31,31 +48,15 @@ std::string formatted_row(const ProfiledName& row, double total_ms) {
 
 }  // namespace
 
-std::vector<ProfiledName> heaviest(std::vector<ProfiledName> names, int rows) {
-  std::sort(names.begin(), names.end(), [](const ProfiledName& a, const ProfiledName& b) {
-    return a.total_ms != b.total_ms ? a.total_ms > b.total_ms : a.name < b.name;
-  });
-  if (static_cast<int>(names.size()) > rows) names.resize(static_cast<size_t>(std::max(rows, 0)));
-  return names;
-}
-
-StepProfiler::StepProfiler(StepProfileOptions options) : options_(std::move(options)) {
-  if (options_.first_step > 0 && options_.steps < 1)
-    throw std::invalid_argument("step profiler: " + std::to_string(options_.steps) + " steps; at least 1");
-}
+StepProfiler::StepProfiler(StepProfileOptions options) : options_(std::move(options)) {}
 
 StepProfiler::~StepProfiler() {
   if (running_) profiler::disableProfiler();
 }
 
-bool StepProfiler::profiled(int64_t step) const {
-  return options_.first_step > 0 && step >= options_.first_step &&
-         step < options_.first_step + options_.steps;
-}
-
 void StepProfiler::before_step(int64_t step) {
   // A run resumed inside the window starts there: the steps it runs are profiled.
-  if (running_ || !profiled(step)) return;
+  if (running_ || options_.first_step <= 0 || step < options_.first_step || step > last_step()) return;
   std::set<ActivityType> activities{ActivityType::CPU};
   if (options_.cuda) activities.insert(ActivityType::CUDA);
   const ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/false, /*profile_memory=*/false,
@@ -67,8 +68,7 @@ void StepProfiler::before_step(int64_t step) {
 }
 
 std::vector<std::string> StepProfiler::after_step(int64_t step) {
-  const int64_t last = options_.first_step + options_.steps - 1;
-  if (!running_ || step < last) return {};
+  if (!running_ || step < last_step()) return {};
   running_ = false;
   const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
   const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
@@ -85,19 +85,17 @@ std::vector<std::string> StepProfiler::after_step(int64_t step) {
     ProfiledName& row = by_name[event.name()];
     row.name = event.name();
     row.calls += 1;
-    const double ms = static_cast<double>(event.durationNs()) / 1e6;
-    row.total_ms += ms;
+    row.total_ms += static_cast<double>(event.durationNs()) / 1e6;
   }
   std::vector<ProfiledName> rows;
   for (auto& [name, row] : by_name) rows.push_back(std::move(row));
   std::vector<std::string> lines{
-      "profile: steps " + std::to_string(options_.first_step) + "-" + std::to_string(last) + " (" +
+      "profile: steps " + std::to_string(options_.first_step) + "-" + std::to_string(last_step()) + " (" +
       std::to_string(static_cast<long long>(wall_ms)) + " ms), traces in " + options_.dir +
       "/rank-R.json (Perfetto, TensorBoard); rank 0's " +
       (options_.cuda ? "GPU time by kernel" : "CPU time by operator, each including the operators it calls") +
       " (% of the steps' time):"};
-  for (const ProfiledName& row : heaviest(std::move(rows), options_.summary_rows))
-    lines.push_back(formatted_row(row, wall_ms));
+  for (const ProfiledName& row : heaviest(std::move(rows))) lines.push_back(formatted_row(row, wall_ms));
   std::ofstream summary(options_.dir + "/summary.txt");
   for (const std::string& line : lines) summary << line << "\n";
   return lines;

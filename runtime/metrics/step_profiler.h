@@ -18,14 +18,6 @@ struct StepProfileOptions {
   std::string dir;  // traces land in dir/rank-R.json, the summary in dir/summary.txt
   int rank = 0;
   bool cuda = false;  // the GPU's activities too
-  int summary_rows = 15;
-};
-
-// One row of the summary: the time of every event of a name within the profiled steps.
-struct ProfiledName {
-  std::string name;
-  int64_t calls = 0;
-  double total_ms = 0.0;
 };
 
 class StepProfiler {
@@ -42,14 +34,11 @@ class StepProfiler {
   std::vector<std::string> after_step(int64_t step);
 
  private:
-  bool profiled(int64_t step) const;
+  int64_t last_step() const { return options_.first_step + options_.steps - 1; }
 
   StepProfileOptions options_;
   bool running_ = false;
   std::chrono::steady_clock::time_point started_;
 };
-
-// The rows of `names` with the largest totals, largest first, at most `rows` of them.
-std::vector<ProfiledName> heaviest(std::vector<ProfiledName> names, int rows);
 
 }  // namespace atl::runtime
