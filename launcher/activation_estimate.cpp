@@ -64,8 +64,10 @@ double attention_bytes(const Config& c, const PerToken& t) {
 }
 
 double none_bytes(const Config& c, const PerToken& t) {
-  // Two norms, the kernel, and the SwiGLU's gate, silu(gate), up and their product.
-  return 2.0 * norm_bytes(c, t) + attention_bytes(c, t) + t.compute * 4.0 * t.ffn;
+  // Two norms, the kernel, and the SwiGLU's gate, silu(gate), up and their product; the fused
+  // kernel (fused_ops.h) keeps no silu(gate).
+  const bool fused_swiglu = on_gpu(c) && kernel_on(c.kernels.fused_swiglu, true);
+  return 2.0 * norm_bytes(c, t) + attention_bytes(c, t) + t.compute * (fused_swiglu ? 3.0 : 4.0) * t.ffn;
 }
 
 // Selective: the layer input, the products the rerun reads -- o_proj's (before the tensor-parallel

@@ -18,9 +18,10 @@ double global_grad_norm(const std::vector<at::Tensor>& pieces,
                         .device(pieces.empty() ? c10::Device(c10::kCPU) : pieces.front().device()));
   for (const at::Tensor& piece : pieces) {
     if (piece.is_cuda())
-      // One pass reading the fp32 gradients, accumulated in fp64 inside the kernel: the CPU's
-      // route below writes and reads two fp64 copies (20 more bytes per parameter on a 1B model).
-      sum.add_(at::linalg_vector_norm(piece, 2, std::nullopt, false, at::kDouble).square());
+      // One pass reading the fp32 gradients, reduced in fp32 (as Megatron's and PyTorch's clipping
+      // are), each piece's square added in fp64. Asking the norm for fp64 instead casts the whole
+      // piece to an fp64 copy first (the H100 profile: 3% of a 1B model's step).
+      sum.add_(at::linalg_vector_norm(piece, 2).to(at::kDouble).square());
     else
       sum.add_(piece.to(at::kDouble).pow(2).sum());  // the CPU's figures stay what they were, bit for bit
   }

@@ -279,7 +279,9 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                                                                          p.zero, scalar_type(p.reduce_dtype));
   parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
   const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
-                             kernel_on(config.kernels.native_gqa, device.is_cuda())};
+                             kernel_on(config.kernels.native_gqa, device.is_cuda()),
+                             kernel_on(config.kernels.fused_swiglu, device.is_cuda()),
+                             kernel_on(config.kernels.fused_rope, device.is_cuda())};
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
                                                          p.sequence_parallel, part, gate, kernels,

@@ -61,6 +61,23 @@ struct Trainer::State {
 
   const comm::DeviceMesh& mesh() const { return *layout.mesh; }
 
+  // A matmul of the compute dtype, timed. Every rank measures at once, as they will compute at once;
+  // the dp average is the peak per rank. Ranks sharing a GPU (more on the node than GPUs) would each
+  // measure a fraction of it: one rank per GPU measures alone, and every rank takes the largest peak.
+  double measured_peak_flops(const RankPlacement& placement) {
+    const int gpus = device.device.is_cuda() ? visible_cuda_devices() : 0;
+    const bool gpu_shared = gpus > 0 && placement.local_size > gpus;
+    const bool measures = !gpu_shared || placement.local_rank < gpus;
+    at::Tensor peak =
+        at::full({1}, measures ? measure_matmul_peak_flops(layout.compute_dtype, device.device) : 0.0,
+                 at::TensorOptions().dtype(at::kDouble));
+    if (gpu_shared)
+      control->all_reduce(peak, comm::ReduceOp::kMax)->wait();
+    else
+      mesh().dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
+    return peak.item<double>();
+  }
+
   // After inner step `step`: the outer optimizer's syncs. Islands with a membership per round meet
   // at each round's boundary first. Returns the round's member count (0: no round ended here).
   int outer_step(int64_t step) {
@@ -175,13 +192,15 @@ namespace {
 // A GPU's peaks beside the one MFU is measured against: the datasheet's dense bf16 peak, which also
 // goes into the start record, and bf16 and TF32 matmuls measured on this rank's GPU -- only printed,
 // so a rank without a console (every rank but 0, and the tests' trainers) does not measure them.
-void log_gpu_peaks(RunLog& log, const c10::Device& device, double peak_flops, Precision precision) {
+// `measured_peak`: the MFU peak when the start-up probe measured it (0 when run.mfu_peak_tflops gave it).
+void log_gpu_peaks(RunLog& log, const c10::Device& device, double measured_peak, Precision precision) {
   const std::string name = gpu_name(device);
   const std::optional<double> datasheet = datasheet_bf16_peak_flops(name);
   if (datasheet) log.datasheet_peak(*datasheet);
   if (log.quiet()) return;
-  const double bf16 =
-      precision == Precision::kBf16 ? peak_flops : measure_matmul_peak_flops(at::kBFloat16, device);
+  const double bf16 = precision == Precision::kBf16 && measured_peak > 0
+                          ? measured_peak
+                          : measure_matmul_peak_flops(at::kBFloat16, device);
   const double tf32 = measure_tf32_matmul_peak_flops(device);
   log.line(formatted(
       "peak: %s measured %.0f TFLOP/s bf16, %.0f TFLOP/s tf32 (MFU against %s); datasheet dense bf16 %s",
@@ -269,23 +288,13 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   // the recovery the test watches and must not die again.
   if (s.step > 0) s.hooks.faults.sigkill_step = -1;
 
-  // Every rank measures at once, as they will compute at once; the dp average is the peak per rank.
-  // Ranks sharing a GPU (more on the node than GPUs) would each measure a fraction of it: one rank
-  // per GPU measures alone, and every rank takes the largest peak measured.
-  const int gpus = s.device.device.is_cuda() ? visible_cuda_devices() : 0;
-  const bool gpu_shared = gpus > 0 && placement.local_size > gpus;
-  const bool measures = !gpu_shared || placement.local_rank < gpus;
-  at::Tensor peak =
-      at::full({1}, measures ? measure_matmul_peak_flops(s.layout.compute_dtype, s.device.device) : 0.0,
-               at::TensorOptions().dtype(at::kDouble));
-  if (gpu_shared)
-    s.control->all_reduce(peak, comm::ReduceOp::kMax)->wait();
-  else
-    s.mesh().dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
-  s.peak_flops = peak.item<double>();
+  s.peak_flops =
+      config.run.mfu_peak_tflops > 0 ? config.run.mfu_peak_tflops * 1e12 : s.measured_peak_flops(placement);
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
-  if (s.device.device.is_cuda()) log_gpu_peaks(*s.log, s.device.device, s.peak_flops, config.train.precision);
+  if (s.device.device.is_cuda())
+    log_gpu_peaks(*s.log, s.device.device, config.run.mfu_peak_tflops > 0 ? 0.0 : s.peak_flops,
+                  config.train.precision);
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

@@ -10,13 +10,13 @@
 #      then a resume from it that must end bit for bit where the uninterrupted run ended;
 #   4. the unit tests, then `ctest -L gpu` (beside the main job): where the node has fewer GPUs
 #      than a test's ranks, they share them (a NCCL host id per rank: tests/gpu/with_gpus.sh);
-#   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, a Kineto profile of two of
-#      Atoll's steps (GPU time by kernel), and each lever in
+#   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
-#      train.recompute selective and full: their tokens/s and GPU memory peak against none's).
+#      train.recompute selective and full: their tokens/s and GPU memory peak against none's);
+#   6. a Kineto profile of two of the benchmark's steps (GPU time by kernel).
 # ATOLL_GPU_CHECK_TESTS (a CTest -R pattern) runs only those GPU tests, for ATOLL_GPU_SUITE_S seconds
-# (default 300). ATOLL_GPU_CHECK_PARTS picks what runs after the build: "tests" (3 and 4), "bench" (5), or both (the
-# default); "build" runs neither (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
+# (default 300). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5) and
+# "profile" (6); all three by default; "build" runs none (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
 # the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
 # on a machine still warm from the first finds the build done (seconds).
 # Everything lands in OUT_DIR: results.txt (every figure and the device that gave it; the last lines
@@ -71,7 +71,29 @@ phase() {
   ((rc != 0)) && tail -n 8 "$out/logs/$name.log" | sed 's/^/    /' | tee -a "$results"
   return $rc
 }
+# Processes sharing a GPU take turns on it, one context at a time (on the H100 the suite's cases took
+# 5 to 80 s against under 1 s on the CPU, the GPU 100% busy at 122 W with 14 processes); under CUDA's multi-process service
+# (MPS, a daemon of this check's own: no setting of the card changes) their kernels run side by
+# side. ATOLL_GPU_MPS=0: without it. It stops before the benchmark, which runs alone.
+mps_start() {
+  [[ ${ATOLL_GPU_MPS:-1} == 1 && $rehearsal != 1 ]] && command -v nvidia-cuda-mps-control >/dev/null || return 1
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/atoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/atoll-mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    note "mps: on (tests share the GPU through CUDA's multi-process service)"
+  else
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    return 1
+  fi
+}
+mps_stop() {
+  [[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]] || return 0
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
 pack() {
+  mps_stop
   tar -czf "$out/logs.tar.gz" -C "$out" logs 2>/dev/null && rm -rf "$out/logs"
   note "check: $((SECONDS - started)) s in all; logs in logs.tar.gz"
 }
@@ -91,7 +113,7 @@ trap pack EXIT
 
 # 2. Dependencies and the build: the machine's python3 supplies LibTorch and NCCL (its own wheels).
 rehearsal=${ATOLL_GPU_CHECK_REHEARSAL:-0}
-parts=" ${ATOLL_GPU_CHECK_PARTS:-tests bench} "
+parts=" ${ATOLL_GPU_CHECK_PARTS:-tests bench profile} "
 note "parts: $parts"  # the device call's limit: results and logs are packed before it
 device=cuda
 if [[ $rehearsal == 1 ]]; then
@@ -105,7 +127,7 @@ else
   export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
 fi
 # shellcheck disable=SC2206  # a list of target names, split on blanks
-gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_layout_parity
+gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_fused_ops test_layout_parity
   test_pipeline_parity test_zero_parity test_mixed_precision test_checkpoint test_islands test_recompute})
 phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
 grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
@@ -163,8 +185,18 @@ PY
 export OMP_NUM_THREADS=1
 if [[ $parts == *" tests "* ]]; then
   phase unit 60 build/tests/atoll_unit_tests --gtest_brief=1
-  # The NCCL proof first (2 ranks on the one GPU), then the rest.
-  phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'
+  # The NCCL proof first (2 ranks on the one GPU), then the rest; where it fails under MPS, MPS stops
+  # and the proof runs again without it.
+  nccl_proof() { phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'; }
+  if mps_start; then
+    if ! nccl_proof; then
+      note "mps: NCCL failed under it (above); the suite runs without MPS"
+      mps_stop
+      nccl_proof
+    fi
+  else
+    nccl_proof
+  fi
   # The main job (4 ranks) runs beside the suite: both wait on sockets far more than they compute.
   export device
   phase main_job 150 main_job &
@@ -192,6 +224,7 @@ if [[ $parts == *" tests "* ]]; then
       "$out/logs/gpu_suite_plain.log" | sort -rn | head -15 | sed 's/^/  /'
     rm -f "$out/logs/gpu_suite_plain.log"
   } 2>/dev/null | tee -a "$results"
+  mps_stop
 fi
 
 # 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
@@ -212,16 +245,18 @@ if [[ $parts == *" bench "* ]]; then
     --kv-heads 8 --ffn 8192 --seq 2048 --rope-theta 500000 --tie-embeddings --global-batch 8 --steps 20 \
     --warmup-steps 5 --data data/pydocs/train.bin --compile
   grep -E "^pytorch_gpu " "$out/logs/compiled.log" | tee -a "$results"
-  # Where Atoll's step goes: two steps of the same run under Kineto (train.profile_start), GPU time
-  # by kernel; the trace itself (Perfetto) in the logs.
-  phase profile 70 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="train.profile_start=8 train.profile_steps=2" \
-    bash bench/bench_gpu.sh 9 8
-  profiled=runs/bench-gpu/atoll-1gpu/profile
-  sed 's/^/  /' "$profiled/summary.txt" 2>/dev/null | tee -a "$results"
-  gzip -c "$profiled/rank-0.json" >"$out/logs/atoll-1b-profile.json.gz" 2>/dev/null
   for lever in $levers; do
     name=lever_$(echo "$lever" | tr -c 'a-z0-9_\n' '_')
     phase "$name" 80 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="${lever//,/ }" bash bench/bench_gpu.sh 15 8
     note "lever $lever: Atoll $(grep -E '^Atoll +1 ' "$out/logs/$name.log" | awk '{print $3 " tokens/s, MFU " $5 ", peak " $6 " GiB"}')"
   done
+fi
+# 6. Where Atoll's step goes: two steps of the benchmark's run under Kineto (train.profile_start),
+# GPU time by kernel; the trace itself (Perfetto) in the logs.
+if [[ $parts == *" profile "* ]]; then
+  phase profile 90 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="train.profile_start=8 train.profile_steps=2" \
+    bash bench/bench_gpu.sh 9 8
+  profiled=runs/bench-gpu/atoll-1gpu/profile
+  sed 's/^/  /' "$profiled/summary.txt" 2>/dev/null | tee -a "$results"
+  gzip -c "$profiled/rank-0.json" >"$out/logs/atoll-1b-profile.json.gz" 2>/dev/null
 fi

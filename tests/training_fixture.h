@@ -71,6 +71,10 @@ inline runtime::Config tiny_config(const std::string& data_dir) {
   c.run.dir = data_dir + "/run";
   c.run.seed = 7;
   c.run.threads = 1;
+  c.run.mfu_peak_tflops = 1.0;  // no start-up matmul probe (half a second per trainer)
+  // A hung collective stops the test within 2 minutes with the watchdog's dump naming it (a test's
+  // slowest operation, on a shared GPU, waits seconds), not at CTest's timeout without a word.
+  c.comm.timeout_s = 120;
   c.model.vocab = 256;
   c.model.dim = 64;
   c.model.layers = 2;

@@ -371,6 +371,10 @@ const std::vector<Field>& fields() {
         run("deterministic", &RunConfig::deterministic,
             "Deterministic GPU kernels (and a fixed cuBLAS workspace), so GPU runs repeat bit for "
             "bit; slower."),
+        run("mfu_peak_tflops", &RunConfig::mfu_peak_tflops,
+            "Per-rank peak TFLOP/s that MFU is measured against (a datasheet figure); 0: a matmul "
+            "measured at start-up.",
+            at_least(0.0)),
         model("vocab", &ModelConfig::vocab, "Vocabulary size: 256 for bytes, or the tokenizer's piece count.",
               at_least(2)),
         model("dim", &ModelConfig::dim,
@@ -462,6 +466,10 @@ const std::vector<Field>& fields() {
                 "RMSNorm as at::rms_norm's fused kernel; auto: on a GPU."),
         kernels("native_gqa", &KernelsConfig::native_gqa,
                 "Grouped-query attention inside SDPA instead of repeated kv heads; auto: on a GPU."),
+        kernels("fused_swiglu", &KernelsConfig::fused_swiglu,
+                "SwiGLU's silu and product as one CUDA kernel each way, the same values; auto: on a GPU."),
+        kernels("fused_rope", &KernelsConfig::fused_rope,
+                "RoPE as one CUDA kernel each way, the same values; auto: on a GPU."),
         data("train", &DataConfig::train, "Token shard to train on (atoll data prepare writes it)."),
         data("val", &DataConfig::val, "Token shard of the validation loss."),
         data("tokenizer", &DataConfig::tokenizer,

@@ -128,6 +128,9 @@ struct RunConfig {
   // Deterministic kernels (LibTorch's deterministic algorithms, a fixed cuBLAS workspace): on a GPU,
   // runs repeat bit for bit, so a resume can be checked against an uninterrupted run. Slower.
   bool deterministic = false;
+  // The per-rank peak, in TFLOP/s, that MFU is measured against (a datasheet figure, say); 0: a matmul
+  // of the run's compute dtype measured at start-up (about half a second).
+  double mfu_peak_tflops = 0.0;
 };
 
 struct ModelConfig {
@@ -218,6 +221,10 @@ struct KernelsConfig {
   KernelChoice fused_rms_norm = KernelChoice::kAuto;
   // Grouped-query attention inside SDPA (enable_gqa) instead of repeating each kv head.
   KernelChoice native_gqa = KernelChoice::kAuto;
+  // SwiGLU's silu and product as one CUDA kernel each way (runtime/model/fused_ops.h) instead of 5.
+  KernelChoice fused_swiglu = KernelChoice::kAuto;
+  // RoPE as one CUDA kernel each way instead of a chain of 4 (forward) and 5 (backward).
+  KernelChoice fused_rope = KernelChoice::kAuto;
 };
 
 struct DataConfig {

@@ -3,6 +3,7 @@
 #include "checkpoint/safetensors.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
+#include "runtime/model/fused_ops.h"
 #include "runtime/model/hugging_face.h"
 #include "runtime/one_line.h"
 
@@ -31,9 +32,12 @@ uint64_t parameter_seed(int64_t run_seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-at::Tensor rotate_half(const at::Tensor& x) {
+// The halves of the last dimension swapped: [x1 | x2] -> [x2 | x1]. Times rope_tables' signed sine,
+// Hugging Face's rotate_half(x) * sin = [-x2 | x1] * sin, bit for bit (a negation is exact), in one
+// kernel fewer.
+at::Tensor swap_halves(const at::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return at::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
 }  // namespace
@@ -209,8 +213,12 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
   at::Tensor v =
       linear_through(tape, x_tp, w.wv, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
-  q = apply_rope(q, cos, sin);
-  k = apply_rope(k, cos, sin);
+  const auto rope = [&](const at::Tensor& x) {
+    return kernels_.fused_rope && fused_rope_takes(x, cos, sin) ? fused_rope(x, cos, sin)
+                                                                : apply_rope(x, cos, sin);
+  };
+  q = rope(q);
+  k = rope(k);
   // Grouped-query attention: each kv head serves heads/kv_heads query heads, shared inside SDPA or
   // repeated for it.
   const bool grouped = kv_heads != heads && kernels_.native_gqa && q.is_cuda();
@@ -240,8 +248,11 @@ at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tens
   // SwiGLU: gate and up column-parallel, down row-parallel.
   const at::Tensor x = enter_tp(rms_norm(h1, w.norm));
   // Two statements: a tape hands its products back in the order they were taken.
-  const at::Tensor gate = at::silu(linear_through(tape, x, w.w_gate));
-  const at::Tensor product = gate * linear_through(tape, x, w.w_up);
+  const at::Tensor gate_in = linear_through(tape, x, w.w_gate);
+  const at::Tensor up = linear_through(tape, x, w.w_up);
+  const at::Tensor product = kernels_.fused_swiglu && fused_swiglu_takes(gate_in, up)
+                                 ? fused_swiglu(gate_in, up)
+                                 : at::silu(gate_in) * up;
   return h1 + exit_tp(linear_through(tape, product, w.w_down, Product::kNotReread));
 }
 
@@ -359,12 +370,13 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& config, at::Sca
   const auto doubles = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor inv_freq = at::pow(config.rope_theta, -at::arange(0, head_dim, 2, doubles) / head_dim);
   at::Tensor angles = at::outer(at::arange(config.seq, doubles), inv_freq);
+  const at::Tensor sin = angles.sin();
   angles = at::cat({angles, angles}, -1);
-  return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
+  return {angles.cos().to(device, dtype), at::cat({-sin, sin}, -1).to(device, dtype)};
 }
 
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + rotate_half(x) * sin;
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& signed_sin) {
+  return x * cos + swap_halves(x) * signed_sin;
 }
 
 int layer_of(const std::string& name, int layers) {

@@ -40,6 +40,8 @@ struct ModelPart {
 struct ModelKernels {
   bool fused_rms_norm = false;  // at::rms_norm: one fused kernel each way where LibTorch has one (CUDA)
   bool native_gqa = false;      // kv heads shared inside SDPA (enable_gqa) rather than repeated; GPU only
+  bool fused_swiglu = false;    // fused_ops.h: SwiGLU's product in one kernel each way; GPU only
+  bool fused_rope = false;      // fused_ops.h: RoPE in one kernel each way; GPU only
 };
 
 class LlamaModel {
@@ -144,17 +146,18 @@ class LlamaModel {
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
-  at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]
+  at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]; the sine signed (rope_tables)
   at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
 };
 
 // The pieces of the decoder both the training model and the cached decoder (inference/) use:
-// RMSNorm with statistics in fp32, Hugging Face's RoPE tables (cos, sin: [seq, head_dim], computed
-// in double, then cast) and their application in the rotate-half convention.
+// RMSNorm with statistics in fp32, Hugging Face's RoPE tables (cos and a signed sin, [seq, head_dim],
+// computed in double, then cast: the sine's first half negated) and their application in the
+// rotate-half convention.
 at::Tensor rms_normalize(const at::Tensor& x, const at::Tensor& weight, double eps);
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& config, at::ScalarType dtype,
                                               c10::Device device);
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& signed_sin);
 
 // The layer a canonical parameter name belongs to: N for "model.layers.N.*", 0 for the embedding,
 // layers - 1 for the final norm and the head (Streaming DiLoCo's fragments are strided layers).

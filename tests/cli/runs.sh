@@ -26,9 +26,9 @@ fi
 
 # The same run profiled at steps 3-4 (train.profile_start): both ranks write a Chrome trace holding
 # the model's matrix products, rank 0 prints and saves its time by operator, and the losses are the
-# unprofiled run's bit for bit.
+# unprofiled run's bit for bit. Its MFU is against a given peak (run.mfu_peak_tflops), not a probe.
 CUDA_VISIBLE_DEVICES="" timeout 120 "$atoll" launch "$work/tiny.yaml" --set train.profile_start=3 --set train.profile_steps=2 \
-  --set run.dir="$work/profiled" >"$work/profiled.log" 2>&1
+  --set run.mfu_peak_tflops=0.001 --set run.dir="$work/profiled" >"$work/profiled.log" 2>&1
 status=$?
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 traces_hold_mm() {
@@ -41,8 +41,9 @@ for rank in (0, 1):
 PY
 }
 if [[ $status -eq 0 && $(grep -c '^profile: steps 3-4 ' "$work/profiled.log") -eq 1 ]] && traces_hold_mm &&
+   grep -q '| peak 1.0 GFLOP/s per rank x 2 ranks$' "$work/profiled.log" &&
    grep -q ' aten::mm$' "$work/profiled/profile/summary.txt" && [[ "$(losses "$work/run")" == "$(losses "$work/profiled")" ]]; then
-  check ok "launch: train.profile_start writes both ranks' traces and rank 0's operator times; losses unchanged"
+  check ok "launch: train.profile_start writes both ranks' traces and rank 0's operator times; losses unchanged; MFU against run.mfu_peak_tflops"
 else
   check fail "launch: profiled run (exit $status)" "$work/profiled.log"
 fi

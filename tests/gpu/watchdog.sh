@@ -2,7 +2,8 @@
 # A hung rank on GPUs: rank 1 of 2 skips the collectives of step 4 while rank 0's NCCL operations
 # wait on the device. The watchdog, polling the NCCL planes, sees the operation exceed
 # comm.timeout_s = 3, aborts the communicators and the job: exit 4, both ranks' flight records
-# dumped, rank 1 named as the one behind.
+# dumped, rank 1 named as the one behind. The MFU peak is given (run.mfu_peak_tflops): the start-up
+# matmul probe, on a GPU the other tests share, could itself keep rank 1 waiting past 3 s.
 # Usage: watchdog.sh ATOLL_BIN (run through with_gpus.sh 2)
 set -uo pipefail
 atoll=$1
@@ -12,7 +13,7 @@ make_corpus "$atoll" "$work/data"
 share_gpu=false
 [[ ${ATOLL_TEST_SHARE_GPU:-0} == 1 ]] && share_gpu=true
 cat >"$work/hang.yaml" <<YAML
-run:      { dir: $work/hang, seed: 3, threads: 1, device: cuda, share_gpu: $share_gpu }
+run:      { dir: $work/hang, seed: 3, threads: 1, device: cuda, share_gpu: $share_gpu, mfu_peak_tflops: 1 }
 model:    { vocab: 256, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 128, seq: 32 }
 parallel: { dp: 2 }
 train:    { steps: 20, global_batch: 4, log_every: 1, eval_every: 0 }

@@ -307,7 +307,7 @@ TEST(ConfigLayout, ModelShapeAndSplits) {
 Config unusual_config() {
   return parse_config(R"(
 run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3, device: cuda, share_gpu: true,
-            deterministic: true }
+            deterministic: true, mfu_peak_tflops: 989.5 }
 model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq: 32, tie_embeddings: true,
             rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01, init_from: w.safetensors }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule: interleaved,
@@ -317,7 +317,7 @@ train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequen
             profile_start: 4, profile_steps: 2 }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
-kernels:  { fused_adamw: false, fused_rms_norm: true, native_gqa: false }
+kernels:  { fused_adamw: false, fused_rms_norm: true, native_gqa: false, fused_swiglu: true, fused_rope: false }
 data:     { train: "~", val: "true", tokenizer: "no" }
 checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }
 outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
