@@ -192,14 +192,15 @@ namespace {
 // A GPU's peaks beside the one MFU is measured against: the datasheet's dense bf16 peak, which also
 // goes into the start record, and bf16 and TF32 matmuls measured on this rank's GPU -- only printed,
 // so a rank without a console (every rank but 0, and the tests' trainers) does not measure them.
-// `measured_peak`: the MFU peak when the start-up probe measured it (0 when run.mfu_peak_tflops gave it).
-void log_gpu_peaks(RunLog& log, const c10::Device& device, double measured_peak, Precision precision) {
+// `measured_peak`: the MFU peak when the start-up probe measured it (none when run.mfu_peak_tflops gave it).
+void log_gpu_peaks(RunLog& log, const c10::Device& device, std::optional<double> measured_peak,
+                   Precision precision) {
   const std::string name = gpu_name(device);
   const std::optional<double> datasheet = datasheet_bf16_peak_flops(name);
   if (datasheet) log.datasheet_peak(*datasheet);
   if (log.quiet()) return;
-  const double bf16 = precision == Precision::kBf16 && measured_peak > 0
-                          ? measured_peak
+  const double bf16 = precision == Precision::kBf16 && measured_peak
+                          ? *measured_peak
                           : measure_matmul_peak_flops(at::kBFloat16, device);
   const double tf32 = measure_tf32_matmul_peak_flops(device);
   log.line(formatted(
@@ -288,13 +289,13 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   // the recovery the test watches and must not die again.
   if (s.step > 0) s.hooks.faults.sigkill_step = -1;
 
-  s.peak_flops =
-      config.run.mfu_peak_tflops > 0 ? config.run.mfu_peak_tflops * 1e12 : s.measured_peak_flops(placement);
+  const std::optional<double> measured_peak =
+      config.run.mfu_peak_tflops > 0 ? std::nullopt : std::optional<double>(s.measured_peak_flops(placement));
+  s.peak_flops = measured_peak.value_or(config.run.mfu_peak_tflops * 1e12);
 
   s.log->open(is_logger, training_flops_per_token(config.model), s.peak_flops, world.size());
   if (s.device.device.is_cuda())
-    log_gpu_peaks(*s.log, s.device.device, config.run.mfu_peak_tflops > 0 ? 0.0 : s.peak_flops,
-                  config.train.precision);
+    log_gpu_peaks(*s.log, s.device.device, measured_peak, config.train.precision);
   const int64_t parameters = s.layout.params->numel();
   s.log->line(model_line(
       parameters, static_cast<double>(parameters * at::elementSize(s.layout.compute_dtype)),

@@ -72,9 +72,10 @@ phase() {
   return $rc
 }
 # Processes sharing a GPU take turns on it, one context at a time (on the H100 the suite's cases took
-# 5 to 80 s against under 1 s on the CPU, the GPU 100% busy at 122 W with 14 processes); under CUDA's multi-process service
-# (MPS, a daemon of this check's own: no setting of the card changes) their kernels run side by
-# side. ATOLL_GPU_MPS=0: without it. It stops before the benchmark, which runs alone.
+# 5 to 80 s against under 1 s on the CPU, the GPU 100% busy at 122 W with 14 processes); under
+# CUDA's multi-process service (MPS, a daemon of this check's own: no setting of the card changes)
+# their kernels run side by side. ATOLL_GPU_MPS=0: without it. It stops before the benchmark, which
+# runs alone.
 mps_start() {
   [[ ${ATOLL_GPU_MPS:-1} == 1 && $rehearsal != 1 ]] && command -v nvidia-cuda-mps-control >/dev/null || return 1
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/atoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/atoll-mps/log
@@ -188,13 +189,10 @@ if [[ $parts == *" tests "* ]]; then
   # The NCCL proof first (2 ranks on the one GPU), then the rest; where it fails under MPS, MPS stops
   # and the proof runs again without it.
   nccl_proof() { phase gpu_nccl_np2 60 bash -c 'cd build && ctest -R "^gpu_test_nccl_np2$" --output-on-failure'; }
-  if mps_start; then
-    if ! nccl_proof; then
-      note "mps: NCCL failed under it (above); the suite runs without MPS"
-      mps_stop
-      nccl_proof
-    fi
-  else
+  mps_start
+  if ! nccl_proof && [[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]]; then
+    note "mps: NCCL failed under it (above); the suite runs without MPS"
+    mps_stop
     nccl_proof
   fi
   # The main job (4 ranks) runs beside the suite: both wait on sockets far more than they compute.
@@ -232,7 +230,7 @@ fi
 # against Atoll's default.
 levers=${ATOLL_GPU_LEVERS-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
 kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false
-train.recompute=selective train.recompute=full}
+kernels.fused_swiglu=false kernels.fused_rope=false train.recompute=selective train.recompute=full}
 bench_summary() {  # LOG: the summary table bench_gpu.sh prints last
   sed -n '/; median of steps/,$p' "$1"
 }
