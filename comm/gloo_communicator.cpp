@@ -1,6 +1,7 @@
 #include "comm/gloo_communicator.h"
 
 #include <ATen/ATen.h>
+#include <csignal>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
@@ -91,6 +92,10 @@ GlooCommunicator::GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store,
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("Gloo group " + name_ + ": rank " + std::to_string(rank) + " outside " +
                                 std::to_string(size) + " members");
+  // Gloo writes to its peers with writev and handles EPIPE itself, as in Python, which ignores
+  // SIGPIPE; in a C++ process a peer killed mid-write would kill this member too, silently, by that
+  // signal (seen once in test_island_rendezvous: a surviving island dead of a signal).
+  std::signal(SIGPIPE, SIG_IGN);
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.address));
   try {
