@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -266,6 +267,29 @@ WorkPtr NcclCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
         NCCL_CHECK(ncclRecv(op.tensor.data_ptr(), op.tensor.numel(), type, op.peer, comm_, stream_.stream()));
     }
   });
+}
+
+void NcclCommunicator::connect_peers(const std::vector<int>& peers) {
+  std::vector<int> distinct = peers;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (int peer : distinct)
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw std::invalid_argument("NCCL connect: peer " + std::to_string(peer) + " of rank " +
+                                  std::to_string(rank_) + " in a group of " + std::to_string(size_));
+  if (distinct.empty()) return;
+  // A float each way with every peer, in one group on every rank: both directions of each pair
+  // connect together. Not counted as traffic (it carries nothing); flight-recorded like any batch.
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_);
+  const at::Tensor sent = at::zeros({static_cast<int64_t>(distinct.size())}, options);
+  const at::Tensor received = at::empty_like(sent);
+  run({sent, received}, record_start(OpKind::kSend, sent.nbytes(), /*point_to_point=*/true), [&] {
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      const auto slot = static_cast<int64_t>(i);
+      NCCL_CHECK(ncclSend(sent[slot].data_ptr(), 1, ncclFloat32, distinct[i], comm_, stream_.stream()));
+      NCCL_CHECK(ncclRecv(received[slot].data_ptr(), 1, ncclFloat32, distinct[i], comm_, stream_.stream()));
+    }
+  })->synchronize();
 }
 
 void NcclCommunicator::barrier() {

@@ -55,6 +55,7 @@ class NcclCommunicator final : public Communicator, public DeviceBackend {
   WorkPtr broadcast(const at::Tensor& tensor, int root) override;
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
+  void connect_peers(const std::vector<int>& peers) override;
 
   std::string poll() override;
   void abort() override;

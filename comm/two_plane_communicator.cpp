@@ -71,6 +71,10 @@ void TwoPlaneCommunicator::barrier() {
   control_->barrier();
 }
 
+void TwoPlaneCommunicator::connect_peers(const std::vector<int>& peers) {
+  if (device_) device_->connect_peers(peers);
+}
+
 std::shared_ptr<void> TwoPlaneCommunicator::progress_in_background() {
   return control_->progress_in_background();
 }

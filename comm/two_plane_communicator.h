@@ -31,7 +31,8 @@ class TwoPlaneCommunicator final : public Communicator {
   WorkPtr broadcast(const at::Tensor& tensor, int root) override;
   // Every leg must be on one plane (a pipeline's sends and receives share the activation's device).
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
-  void barrier() override;  // on the control plane
+  void barrier() override;                                     // on the control plane
+  void connect_peers(const std::vector<int>& peers) override;  // on the device plane
   std::shared_ptr<void> progress_in_background() override;
   void record_in(FlightRecorder* recorder) override;
 

@@ -152,16 +152,28 @@ struct Trainer::State {
     return f.nan_gradient(step_number, hooked) && mesh().rank() == hooked;
   }
 
-  // Runs model chunk `chunk` on the tokens of `load()` (first virtual stage) or on `input`; returns
-  // the activation for the next virtual stage, or on the last one the mean loss over the targets of
-  // `load()`. Only the ends of the model load the batch.
-  at::Tensor forward_chunk(int chunk, const at::Tensor& input,
-                           const std::function<TokenBatch()>& load) const {
+  // Runs model chunk `chunk` on `batch`'s inputs (first virtual stage) or on `input`; returns the
+  // activation for the next virtual stage, or on the last one the mean loss over `batch`'s targets.
+  at::Tensor forward_chunk(int chunk, const at::Tensor& input, const TokenBatch& batch) const {
     const bool first = layout.pipeline.is_first(chunk), last = layout.pipeline.is_last(chunk);
-    const TokenBatch batch = first || last ? on_device(load()) : TokenBatch{};
     const LlamaModel& model = *layout.chunks[chunk];
     const at::Tensor out = model.forward(first ? batch.inputs : input);
     return last ? model.loss_of(out, batch.targets) : out;
+  }
+
+  // The tokens of `count` microbatches (`load(micro)`), on the device before the pipeline starts,
+  // on a rank that runs an end of the model (empty batches elsewhere). Not inside the schedule:
+  // pinning host memory there can synchronise the device (a new cudaHostAlloc), which waits for a
+  // receive whose sender may be waiting for this rank -- a pipeline deadlock on the GPU.
+  std::vector<TokenBatch> stage_batches(int count, const std::function<TokenBatch(int)>& load) const {
+    std::vector<TokenBatch> batches(static_cast<size_t>(count));
+    bool reads_tokens = false;
+    for (size_t chunk = 0; chunk < layout.chunks.size(); ++chunk)
+      reads_tokens = reads_tokens || layout.pipeline.is_first(static_cast<int>(chunk)) ||
+                     layout.pipeline.is_last(static_cast<int>(chunk));
+    if (!reads_tokens) return batches;
+    for (int micro = 0; micro < count; ++micro) batches[static_cast<size_t>(micro)] = on_device(load(micro));
+    return batches;
   }
 
   // Tokens reach a GPU through pinned host memory (the caching host allocator reuses it), copied
@@ -357,13 +369,14 @@ StepMetrics Trainer::train_step() {
   // On the last stage: the sum of the microbatch losses / microbatches, kept where the loss is computed
   // and read once after the pipeline (a GPU is not synchronised per microbatch).
   const at::Tensor local_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(l.device));
+  const std::vector<TokenBatch> batches = s.stage_batches(microbatches, [&](int micro) {
+    const BatchSlice slice =
+        batch_slice(s.step, c.train.global_batch, s.data_rank(), s.data_ranks(), micro, microbatches);
+    return s.data.train->shuffled(slice.first, slice.count);
+  });
   pipe::StageCallbacks callbacks;
   callbacks.forward = [&](int chunk, int micro, const at::Tensor& input) {
-    const at::Tensor out = s.forward_chunk(chunk, input, [&] {
-      const BatchSlice slice =
-          batch_slice(s.step, c.train.global_batch, s.data_rank(), s.data_ranks(), micro, microbatches);
-      return s.data.train->shuffled(slice.first, slice.count);
-    });
+    const at::Tensor out = s.forward_chunk(chunk, input, batches[static_cast<size_t>(micro)]);
     if (!l.pipeline.is_last(chunk)) return out;
     // Each microbatch's mean is scaled by 1/microbatches, so the accumulated gradient is the
     // gradient of the mean over this rank's share of the batch; the dp average does the rest.
@@ -439,21 +452,23 @@ double Trainer::evaluate() {
   const auto count_of = [&](int micro) { return std::min(chunk, mine.numel - micro * chunk); };
   pipe::PipelineShape shape = l.pipeline;
   shape.microbatches = static_cast<int>((mine.numel + chunk - 1) / chunk);
-  double loss_sum = 0.0;  // on the last stage
+  // On the last stage, summed where the losses are (no host synchronisation inside the schedule).
+  const at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(l.device));
   if (shape.microbatches > 0) {
+    const std::vector<TokenBatch> batches = s.stage_batches(shape.microbatches, [&](int micro) {
+      return s.data.val->in_order(mine.offset + micro * chunk, count_of(micro));
+    });
     pipe::StageCallbacks callbacks;
     callbacks.forward = [&](int model_chunk, int micro, const at::Tensor& input) {
-      const at::Tensor out = s.forward_chunk(model_chunk, input, [&] {
-        return s.data.val->in_order(mine.offset + micro * chunk, count_of(micro));
-      });
+      const at::Tensor out = s.forward_chunk(model_chunk, input, batches[static_cast<size_t>(micro)]);
       if (l.pipeline.is_last(model_chunk))
-        loss_sum += out.item<double>() * static_cast<double>(count_of(micro));
+        loss_sum.add_(out.to(at::kDouble).reshape({}) * static_cast<double>(count_of(micro)));
       return out;
     };
     callbacks.activation_shape = [&](int micro) { return l.chunks.front()->hidden_shape(count_of(micro)); };
     l.executor->run(shape, pipe::forward_only_schedule(shape), callbacks);
   }
-  at::Tensor total = at::full({1}, loss_sum, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor total = at::full({1}, loss_sum.item<double>(), at::TensorOptions().dtype(at::kDouble));
   if (l.pipeline.stages > 1) s.mesh().pp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   s.mesh().dp().all_reduce(total, comm::ReduceOp::kSum)->wait();
   return total.item<double>() / std::max(1, c.train.eval_sequences);

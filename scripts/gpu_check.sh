@@ -222,6 +222,14 @@ if [[ $parts == *" tests "* ]]; then
       "$out/logs/gpu_suite_plain.log" | sort -rn | head -15 | sed 's/^/  /'
     rm -f "$out/logs/gpu_suite_plain.log"
   } 2>/dev/null | tee -a "$results"
+  # The watchdog's flight records of every test that hung (each rank's last operations), if any.
+  shopt -s nullglob
+  flights=(/tmp/atoll-test-*/*/run/flight)
+  shopt -u nullglob
+  if ((${#flights[@]})); then
+    tar czf "$out/logs/flight-records.tar.gz" "${flights[@]}" 2>/dev/null
+    note "flight records of ${#flights[@]} hung test run(s): logs/flight-records.tar.gz"
+  fi
   mps_stop
 fi
 

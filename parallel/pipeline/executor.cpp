@@ -54,6 +54,14 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
                                 std::to_string(shape.stage) + " of " + std::to_string(shape.stages) +
                                 " but the pipeline group has rank " + std::to_string(group_.rank()) + " of " +
                                 std::to_string(group_.size()));
+  // Every neighbour of this stage connected before the first transfer, on every stage at once.
+  if (!connected_ && shape.stages > 1) {
+    std::vector<int> peers;
+    for (const PipeOp& op : ops)
+      if (is_communication(op.action)) peers.push_back(peer_stage(op, shape));
+    group_.connect_peers(peers);
+    connected_ = true;
+  }
   const bool training = at::GradMode::is_enabled();
   // Sends posted before a long forward must not wait for its end to move (background_progress.h).
   const std::shared_ptr<void> progress = shape.stages > 1 ? group_.progress_in_background() : nullptr;

@@ -44,6 +44,7 @@ class PipelineExecutor {
 
  private:
   comm::Communicator& group_;
+  bool connected_ = false;  // the stage's neighbours connected (Communicator::connect_peers)
   at::ScalarType dtype_;
   c10::Device device_;  // of the activations and the receive buffers
 };

@@ -1,10 +1,19 @@
 // The NCCL plane on real GPUs (one per rank): every operation on every dtype NCCL carries, with
 // sizes 0, 1, odd and not divisible by the group; Work::wait ordering the current stream; flight
-// records closed by the watchdog's poll; a mesh group routing CPU tensors to MPI and CUDA tensors to
+// records closed by the watchdog's poll; a first exchange between connected peers that would
+// deadlock unconnected; a mesh group routing CPU tensors to MPI and CUDA tensors to
 // NCCL into one set of byte counters; and MPI refusing a CUDA tensor with one line.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
 
 #include "comm/device_mesh.h"
 #include "comm/flight_recorder.h"
@@ -111,6 +120,59 @@ TEST_F(Nccl, BatchedSendsAndReceivesAroundTheRing) {
     EXPECT_TRUE(from_prev.cpu().equal(rank_tensor(prev, 4099, dtype).cpu())) << at::toString(dtype);
     EXPECT_TRUE(from_next.cpu().equal(rank_tensor(next, 4099, dtype).cpu())) << at::toString(dtype);
   }
+  nccl_->barrier();
+}
+
+// Ends the process with a line if the scope is not left within `limit`: a hang becomes a failure.
+class Deadline {
+ public:
+  Deadline(std::chrono::seconds limit, std::string what)
+      : thread_([this, limit, what = std::move(what)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (done_signal_.wait_for(lock, limit, [this] { return done_; })) return;
+          std::cerr << "deadline: " << what << " did not finish in " << limit.count() << " s" << std::endl;
+          std::_Exit(3);
+        }) {}
+  ~Deadline() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_signal_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_signal_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members it reads exist
+};
+
+// A pipeline's first exchange (GPipe's last forward): rank 0 posts its send with its first
+// receive from rank 1, while rank 1 reads that send's data on the host (a synchronising read)
+// before it posts the send rank 0 receives. NCCL connects a pair inside the first batch that uses
+// it and holds the host there until the peer's first batch on the pair: without connect_peers
+// first, rank 0 would never send (the pipeline hang of the 2026-11-26 22:08Z H200 run).
+ATOLL_RUNS_AT(Nccl, ConnectedPeersNeedNoMatchingFirstBatch, 2);
+TEST_F(Nccl, ConnectedPeersNeedNoMatchingFirstBatch) {
+  const int me = nccl_->rank(), other = 1 - me;
+  const Deadline deadline(std::chrono::seconds(60), "the first exchange between connected peers");
+  nccl_->connect_peers({other});
+  const at::Tensor mine = rank_tensor(me, 4099, at::kFloat);
+  at::Tensor theirs = at::empty_like(mine);
+  if (me == 0) {
+    nccl_
+        ->batch_p2p(
+            {{atl::comm::P2POp::Kind::kSend, mine, other}, {atl::comm::P2POp::Kind::kRecv, theirs, other}})
+        ->synchronize();
+  } else {
+    nccl_->batch_p2p({{atl::comm::P2POp::Kind::kRecv, theirs, other}})->wait();
+    const at::Tensor arrived = theirs.cpu();  // the host waits for rank 0's send here
+    nccl_->batch_p2p({{atl::comm::P2POp::Kind::kSend, mine, other}})->synchronize();
+    EXPECT_TRUE(arrived.equal(rank_tensor(other, 4099, at::kFloat).cpu()));
+  }
+  EXPECT_TRUE(theirs.cpu().equal(rank_tensor(other, 4099, at::kFloat).cpu()));
   nccl_->barrier();
 }
 
