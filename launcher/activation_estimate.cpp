@@ -102,7 +102,13 @@ LayerActivations layer_activations(const Config& c, int64_t microbatch) {
 
 double head_activation_bytes(const Config& c, int64_t microbatch, int64_t vocab_rows) {
   const double tokens = static_cast<double>(microbatch) * c.model.seq;
-  return tokens * (norm_bytes(c, per_token(c)) + 2.0 * 4.0 * static_cast<double>(vocab_rows));
+  const PerToken t = per_token(c);
+  // The fused loss (fused_ops.h) keeps the logits in the compute dtype and a float per token, and
+  // writes their gradient in that dtype; the ATen chain, fp32 log-softmax and fp32 gradient.
+  const bool fused_loss = on_gpu(c) && c.parallel.tp == 1 && kernel_on(c.kernels.fused_cross_entropy, true);
+  const double loss_bytes = fused_loss ? 2.0 * t.compute * static_cast<double>(vocab_rows) + 4.0
+                                       : 2.0 * 4.0 * static_cast<double>(vocab_rows);
+  return tokens * (norm_bytes(c, t) + loss_bytes);
 }
 
 double recompute_flops_per_token(const Config& c) {

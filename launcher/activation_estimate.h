@@ -25,7 +25,8 @@ struct LayerActivations {
 LayerActivations layer_activations(const runtime::Config& config, int64_t microbatch);
 
 // The last stage's head for one microbatch: the final norm's saved tensors, the fp32 logits' log
-// softmax and, at the start of backward, its gradient.
+// softmax and, at the start of backward, its gradient (with the fused loss on a GPU: the logits in
+// the compute dtype, a float per token, and their gradient in that dtype).
 double head_activation_bytes(const runtime::Config& config, int64_t microbatch, int64_t vocab_rows);
 
 // Forward FLOPs per token the recomputation reruns (full: the whole layer's; selective: a

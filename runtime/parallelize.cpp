@@ -281,7 +281,8 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
                              kernel_on(config.kernels.native_gqa, device.is_cuda()),
                              kernel_on(config.kernels.fused_swiglu, device.is_cuda()),
-                             kernel_on(config.kernels.fused_rope, device.is_cuda())};
+                             kernel_on(config.kernels.fused_rope, device.is_cuda()),
+                             kernel_on(config.kernels.fused_cross_entropy, device.is_cuda())};
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
                                                          p.sequence_parallel, part, gate, kernels,

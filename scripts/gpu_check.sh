@@ -238,7 +238,8 @@ fi
 # against Atoll's default.
 levers=${ATOLL_GPU_LEVERS-kernels.fused_adamw=false,kernels.fused_rms_norm=false,kernels.native_gqa=false
 kernels.fused_rms_norm=false kernels.native_gqa=false kernels.fused_adamw=false
-kernels.fused_swiglu=false kernels.fused_rope=false train.recompute=selective train.recompute=full}
+kernels.fused_swiglu=false kernels.fused_rope=false kernels.fused_cross_entropy=false train.recompute=selective
+train.recompute=full}
 bench_summary() {  # LOG: the summary table bench_gpu.sh prints last
   sed -n '/; median of steps/,$p' "$1"
 }

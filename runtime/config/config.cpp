@@ -470,6 +470,9 @@ const std::vector<Field>& fields() {
                 "SwiGLU's silu and product as one CUDA kernel each way, the same values; auto: on a GPU."),
         kernels("fused_rope", &KernelsConfig::fused_rope,
                 "RoPE as one CUDA kernel each way, the same values; auto: on a GPU."),
+        kernels("fused_cross_entropy", &KernelsConfig::fused_cross_entropy,
+                "The loss as two CUDA kernels over the logits in their own type (no fp32 copy), "
+                "the same value up to the order of fp32 sums; tp = 1 only; auto: on a GPU."),
         data("train", &DataConfig::train, "Token shard to train on (atoll data prepare writes it)."),
         data("val", &DataConfig::val, "Token shard of the validation loss."),
         data("tokenizer", &DataConfig::tokenizer,

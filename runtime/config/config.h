@@ -225,6 +225,9 @@ struct KernelsConfig {
   KernelChoice fused_swiglu = KernelChoice::kAuto;
   // RoPE as one CUDA kernel each way instead of a chain of 4 (forward) and 5 (backward).
   KernelChoice fused_rope = KernelChoice::kAuto;
+  // The loss as two CUDA kernels reading the logits in their own type, instead of an fp32 copy, a
+  // log-softmax and their backward (~6 passes over [tokens, vocab] in fp32); without tensor parallelism.
+  KernelChoice fused_cross_entropy = KernelChoice::kAuto;
 };
 
 struct DataConfig {

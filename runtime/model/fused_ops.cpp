@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "atoll/build_config.h"
@@ -10,6 +11,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "runtime/model/cuda/fused_cross_entropy.h"
 #include "runtime/model/cuda/fused_elementwise.h"
 #endif
 
@@ -38,6 +40,13 @@ bool fused_rope_takes(const at::Tensor& x, const at::Tensor& cos, const at::Tens
          cos.sizes() == signed_sin.sizes() && cos.is_contiguous() && signed_sin.is_contiguous() &&
          cos.scalar_type() == x.scalar_type() && signed_sin.scalar_type() == x.scalar_type() &&
          cos.device() == x.device() && signed_sin.device() == x.device();
+}
+
+bool fused_cross_entropy_takes(const at::Tensor& logits, const at::Tensor& targets) {
+  return fused_ops_built() && logits.is_cuda() && kernel_dtype(logits) && logits.dim() == 2 &&
+         logits.stride(1) == 1 && logits.size(1) > 0 && targets.dim() == 1 &&
+         targets.scalar_type() == at::kLong && targets.size(0) == logits.size(0) &&
+         targets.device() == logits.device();
 }
 
 #if ATOLL_CUDA
@@ -111,10 +120,51 @@ class Rope : public torch::autograd::Function<Rope> {
   }
 };
 
+// The mean over rows of each row's cross-entropy; keeps the logits (as the ATen chain kept its
+// log-softmax, in fp32) and one float per row for backward.
+class CrossEntropy : public torch::autograd::Function<CrossEntropy> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets_any) {
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const at::Tensor targets = targets_any.contiguous();
+    const int64_t rows = logits.size(0);
+    const auto floats = logits.options().dtype(at::kFloat);
+    at::Tensor log_sum_exp = at::empty({rows}, floats), row_loss = at::empty({rows}, floats);
+    kernels::cross_entropy_forward(element_type(logits), logits.data_ptr(), logits.stride(0),
+                                   targets.data_ptr<int64_t>(), log_sum_exp.data_ptr<float>(),
+                                   row_loss.data_ptr<float>(), rows, logits.size(1), stream_of(logits));
+    ctx->save_for_backward({logits, targets, log_sum_exp});
+    return row_loss.mean();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &logits = saved[0], &targets = saved[1], &log_sum_exp = saved[2];
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const at::Tensor d_loss = grads[0].to(at::kFloat).contiguous();
+    const int64_t rows = logits.size(0), vocab = logits.size(1);
+    at::Tensor d_logits = at::empty({rows, vocab}, logits.options());
+    kernels::cross_entropy_backward(element_type(logits), logits.data_ptr(), logits.stride(0),
+                                    targets.data_ptr<int64_t>(), log_sum_exp.data_ptr<float>(),
+                                    d_loss.data_ptr<float>(),
+                                    1.0f / static_cast<float>(std::max<int64_t>(rows, 1)),
+                                    d_logits.data_ptr(), rows, vocab, stream_of(logits));
+    return {d_logits, at::Tensor()};
+  }
+};
+
 }  // namespace
 
 bool fused_ops_built() {
   return true;
+}
+
+at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
+  if (!fused_cross_entropy_takes(logits, targets))
+    throw std::invalid_argument(
+        "fused_cross_entropy: needs CUDA logits [rows, vocab] (fp32 or bf16, unit stride along a row) and "
+        "int64 targets [rows] on the same device");
+  return CrossEntropy::apply(logits, targets);
 }
 
 at::Tensor fused_swiglu(const at::Tensor& gate_in, const at::Tensor& up) {
@@ -143,6 +193,10 @@ at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&) {
 
 at::Tensor fused_rope(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   throw std::logic_error("fused_rope: this build has no CUDA path");
+}
+
+at::Tensor fused_cross_entropy(const at::Tensor&, const at::Tensor&) {
+  throw std::logic_error("fused_cross_entropy: this build has no CUDA path");
 }
 
 #endif

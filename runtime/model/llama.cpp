@@ -341,6 +341,15 @@ std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {
 }
 
 at::Tensor LlamaModel::loss_of(const at::Tensor& logits, const at::Tensor& targets) const {
+  if (tp_.size() == 1 && kernels_.fused_cross_entropy) {
+    // The vocabulary's padding rows sliced off as a view (the kernels take a row stride); none to
+    // slice, no slice, whose backward would write a zero tensor and copy the gradient into it.
+    const at::Tensor unpadded =
+        logits.size(-1) == config_.vocab ? logits : logits.narrow(-1, 0, config_.vocab);
+    const at::Tensor real = unpadded.reshape({-1, config_.vocab});
+    const at::Tensor flat_targets = targets.reshape({-1});
+    if (fused_cross_entropy_takes(real, flat_targets)) return fused_cross_entropy(real, flat_targets);
+  }
   const at::Tensor out = logits.to(at::kFloat);  // the softmax in fp32 whatever the compute dtype
   const int64_t rows = out.size(-1);
   if (tp_.size() > 1)

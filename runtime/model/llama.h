@@ -42,6 +42,7 @@ struct ModelKernels {
   bool native_gqa = false;      // kv heads shared inside SDPA (enable_gqa) rather than repeated; GPU only
   bool fused_swiglu = false;    // fused_ops.h: SwiGLU's product in one kernel each way; GPU only
   bool fused_rope = false;      // fused_ops.h: RoPE in one kernel each way; GPU only
+  bool fused_cross_entropy = false;  // fused_ops.h: the loss without fp32 logits (one rank of tp); GPU only
 };
 
 class LlamaModel {

@@ -1,12 +1,14 @@
-// The fused SwiGLU and RoPE kernels (runtime/model/fused_ops.h) against the ATen chains they
-// replace, on the GPU, forward and backward through autograd, in fp32 and bf16, on shapes that take
-// the 16-byte path and shapes that take the one-element path: RoPE both ways and SwiGLU's forward
-// bit for bit; SwiGLU's backward within one rounding of the element type (nvcc may fuse a
-// multiply-add of silu's derivative differently from LibTorch's build), printing how many differ.
+// The fused SwiGLU, RoPE and cross-entropy kernels (runtime/model/fused_ops.h) against the ATen
+// chains they replace, on the GPU, forward and backward through autograd, in fp32 and bf16, on
+// shapes that take the 16-byte path and shapes that take the one-element path: RoPE both ways and
+// SwiGLU's forward bit for bit; SwiGLU's backward within one rounding of the element type (nvcc may
+// fuse a multiply-add of silu's derivative differently from LibTorch's build), printing how many
+// differ; the cross-entropy within fp32 rounding (its sums in another order).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <iostream>
 #include <string>
 
@@ -16,6 +18,7 @@
 namespace {
 
 using atl::runtime::apply_rope;
+using atl::runtime::fused_cross_entropy;
 using atl::runtime::fused_rope;
 using atl::runtime::fused_swiglu;
 
@@ -106,6 +109,54 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusedRope,
                          ::testing::Values(Case{at::kBFloat16, 4, 64}, Case{at::kFloat, 4, 64},
                                            Case{at::kBFloat16, 3, 6}, Case{at::kFloat, 3, 6}));
 
+struct LossCase {
+  at::ScalarType dtype;
+  int64_t rows, vocab, padded;  // logits [rows, padded] narrowed to vocab, as the model pads
+};
+
+class FusedCrossEntropy : public ::testing::TestWithParam<LossCase> {};
+
+// Against at::cross_entropy_loss of the fp32 cast (LlamaModel::loss_of's chain), through autograd
+// with an upstream gradient of 3: the loss within fp32 rounding of sums taken in another order, the
+// logits' gradient within a rounding of their type; the padding columns get none.
+TEST_P(FusedCrossEntropy, MatchesTheFp32ChainBothWays) {
+  const LossCase c = GetParam();
+  at::manual_seed(13);
+  const at::Tensor logits0 = (4 * at::randn({c.rows, c.padded}, on_gpu(at::kFloat))).to(c.dtype);
+  at::Tensor targets = at::randint(0, c.vocab, {c.rows}, on_gpu(at::kLong));
+  targets[0] = 0;
+  targets[c.rows - 1] = c.vocab - 1;
+
+  const at::Tensor logits_a = logits0.clone().requires_grad_();
+  const at::Tensor chain = at::cross_entropy_loss(logits_a.to(at::kFloat).narrow(1, 0, c.vocab), targets);
+  (3 * chain).backward();
+  const at::Tensor logits_b = logits0.clone().requires_grad_();
+  ASSERT_TRUE(atl::runtime::fused_cross_entropy_takes(logits_b.narrow(1, 0, c.vocab), targets));
+  const at::Tensor fused = fused_cross_entropy(logits_b.narrow(1, 0, c.vocab), targets);
+  (3 * fused).backward();
+
+  EXPECT_EQ(fused.scalar_type(), at::kFloat);
+  EXPECT_NEAR(fused.item<double>(), chain.item<double>(), 1e-5 * std::abs(chain.item<double>()));
+  const at::Tensor a = logits_a.grad().to(at::kDouble), b = logits_b.grad().to(at::kDouble);
+  const double scale = a.abs().max().item<double>();
+  const double allowed = (c.dtype == at::kBFloat16 ? 1.0 / 128 : 1e-5) * scale;
+  const double largest = (a - b).abs().max().item<double>();
+  std::cout << "fused cross-entropy " << at::toString(c.dtype) << " [" << c.rows << ", " << c.vocab
+            << "]: loss " << fused.item<double>() << " vs " << chain.item<double>()
+            << ", gradient largest difference " << largest << " of " << scale << std::endl;
+  EXPECT_LE(largest, allowed);
+  if (c.padded > c.vocab) {
+    EXPECT_EQ(b.narrow(1, c.vocab, c.padded - c.vocab).abs().max().item<double>(), 0.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedCrossEntropy,
+                         ::testing::Values(LossCase{at::kBFloat16, 257, 32000, 32000},
+                                           LossCase{at::kBFloat16, 33, 1000, 1024},
+                                           LossCase{at::kFloat, 33, 1000, 1024},
+                                           LossCase{at::kBFloat16, 5, 1001, 1003},
+                                           LossCase{at::kFloat, 5, 1001, 1003}));
+
 TEST(FusedOps, RefuseWhatTheyDoNotTake) {
   const at::Tensor on_cpu = at::ones({4, 8});
   EXPECT_FALSE(atl::runtime::fused_swiglu_takes(on_cpu, on_cpu));
@@ -113,6 +164,10 @@ TEST(FusedOps, RefuseWhatTheyDoNotTake) {
   const at::Tensor contiguous_by_head = at::ones({1, 2, 4, 8}, on_gpu(at::kFloat));  // not a transposed view
   const at::Tensor table = at::ones({4, 8}, on_gpu(at::kFloat));
   EXPECT_FALSE(atl::runtime::fused_rope_takes(contiguous_by_head, table, table));
+  const at::Tensor int32_targets = at::zeros({4}, on_gpu(at::kInt));
+  EXPECT_FALSE(atl::runtime::fused_cross_entropy_takes(on_cpu, at::zeros({4}, at::kLong)));
+  EXPECT_FALSE(atl::runtime::fused_cross_entropy_takes(at::ones({4, 8}, on_gpu(at::kFloat)), int32_targets));
+  EXPECT_THROW(fused_cross_entropy(on_cpu, at::zeros({4}, at::kLong)), std::invalid_argument);
 }
 
 }  // namespace

@@ -5,41 +5,17 @@
 // kernels were 17% of a step's GPU time). Every product and sum is rounded to the element type
 // where the ATen operation it replaces wrote its output, with the _rn intrinsics where no rounding
 // intervenes, so that nvcc cannot contract them into a fused multiply-add ATen did not do.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
-#include <stdexcept>
-#include <string>
 
 #include "runtime/model/cuda/fused_elementwise.h"
+#include "runtime/model/cuda/kernel_common.cuh"
 
 namespace atl::runtime::cuda_kernels {
 namespace {
 
-__device__ inline float to_float(float v) {
-  return v;
-}
-__device__ inline float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T>
-__device__ inline T from_float(float v);
-template <>
-__device__ inline float from_float<float>(float v) {
-  return v;
-}
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-// What a separate ATen kernel with a T output would have stored, read back.
-template <typename T>
-__device__ inline float rounded(float v) {
-  return to_float(from_float<T>(v));
-}
+using namespace device;  // NOLINT(google-build-using-namespace): this file's kernels are built of them
+using namespace host;    // NOLINT(google-build-using-namespace)
 
 // ATen's silu and sigmoid in fp32: x / (1 + exp(-x)), 1 / (1 + exp(-x)).
 __device__ inline float silu(float x) {
@@ -47,20 +23,6 @@ __device__ inline float silu(float x) {
 }
 __device__ inline float sigmoid(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
-}
-
-// W elements moved as one aligned access (16 bytes where the host found the pointers aligned).
-template <typename T, int W>
-struct alignas(sizeof(T) * W) Pack {
-  T v[W];
-};
-template <typename T, int W>
-__device__ inline Pack<T, W> load(const T* base, int64_t i) {
-  return *reinterpret_cast<const Pack<T, W>*>(base + i);
-}
-template <typename T, int W>
-__device__ inline void store(T* base, int64_t i, const Pack<T, W>& pack) {
-  *reinterpret_cast<Pack<T, W>*>(base + i) = pack;
 }
 
 __device__ inline int64_t first_group() {
@@ -133,39 +95,6 @@ constexpr int kThreads = 256;
 int blocks_for(int64_t groups) {
   const int64_t blocks = (groups + kThreads - 1) / kThreads;
   return static_cast<int>(std::clamp<int64_t>(blocks, 1, 1 << 20));  // grid-stride beyond that
-}
-
-bool aligned(std::initializer_list<const void*> pointers) {
-  for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
-void check_launch(const char* what) {
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": CUDA kernel launch failed: " + cudaGetErrorString(error));
-}
-
-// Runs Launch<T, W>::run(args...) for the element type, with W = 16 bytes of T where `vectorizable`,
-// else 1.
-template <template <typename, int> class Launch, typename... Args>
-void dispatch(ElementType type, bool vectorizable, Args... args) {
-  if (type == ElementType::kBFloat16) {
-    if (vectorizable)
-      Launch<__nv_bfloat16, 8>::run(args...);
-    else
-      Launch<__nv_bfloat16, 1>::run(args...);
-  } else {
-    if (vectorizable)
-      Launch<float, 4>::run(args...);
-    else
-      Launch<float, 1>::run(args...);
-  }
-}
-
-int pack_width(ElementType type) {
-  return type == ElementType::kBFloat16 ? 8 : 4;
 }
 
 template <typename T, int W>

@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-namespace atl::runtime::cuda_kernels {
+#include "runtime/model/cuda/element_type.h"
 
-enum class ElementType { kFloat32, kBFloat16 };
+namespace atl::runtime::cuda_kernels {
 
 // out = silu(gate_in) * up, SwiGLU's product.
 void swiglu_forward(ElementType type, const void* gate_in, const void* up, void* out, int64_t n,
