@@ -56,10 +56,7 @@ PipelineRunStats PipelineExecutor::run(const PipelineShape& shape, const std::ve
                                 std::to_string(group_.size()));
   // Every neighbour of this stage connected before the first transfer, on every stage at once.
   if (!connected_ && shape.stages > 1) {
-    std::vector<int> peers;
-    for (const PipeOp& op : ops)
-      if (is_communication(op.action)) peers.push_back(peer_stage(op, shape));
-    group_.connect_peers(peers);
+    group_.connect_peers(neighbour_stages(ops, shape));
     connected_ = true;
   }
   const bool training = at::GradMode::is_enabled();

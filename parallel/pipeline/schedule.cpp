@@ -172,6 +172,15 @@ int peer_stage(const PipeOp& op, const PipelineShape& shape) {
   return other_virtual_stage(op, shape) % shape.stages;
 }
 
+std::vector<int> neighbour_stages(const std::vector<PipeOp>& ops, const PipelineShape& shape) {
+  std::vector<int> stages;
+  for (const PipeOp& op : ops)
+    if (is_communication(op.action)) stages.push_back(peer_stage(op, shape));
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return stages;
+}
+
 int message_tag(const PipeOp& op, const PipelineShape& shape) {
   const bool receiving = op.action == Action::kRecvForward || op.action == Action::kRecvBackward;
   const int receiver = receiving ? shape.virtual_stage(op.chunk) : other_virtual_stage(op, shape);

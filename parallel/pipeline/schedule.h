@@ -62,6 +62,10 @@ std::vector<PipeOp> forward_only_schedule(const PipelineShape& shape);
 
 // The pipeline stage a communication operation talks to.
 int peer_stage(const PipeOp& op, const PipelineShape& shape);
+// The stages a stage's list talks to, ascending, each once: the pairs to connect before the list
+// runs (Communicator::connect_peers). Symmetric over the stages of one schedule, and the same for a
+// shape's training and forward-only lists (tests/unit/test_pipeline_schedule.cpp).
+std::vector<int> neighbour_stages(const std::vector<PipeOp>& ops, const PipelineShape& shape);
 // The message tag both ends of a transfer use: direction, microbatch (mod 128: a window far wider
 // than the microbatches ever in flight) and the receiving virtual stage.
 int message_tag(const PipeOp& op, const PipelineShape& shape);

@@ -362,6 +362,38 @@ TEST(PipelineSchedule, EveryScheduleIsDeadlockFreeAndMatchedInOrderOnInOrderStre
   }
 }
 
+// The executor connects a stage's neighbours once, on its first list, which may be a training or a
+// forward-only one: both name the same neighbours, and each stage's neighbours name it back.
+TEST(PipelineSchedule, NeighboursAreSymmetricAndTheSameForTrainingAndEvaluation) {
+  for (int p = 2; p <= 8; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int m : {p, 2 * p}) {
+        const ScheduleKind kind = v > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
+        const auto shapes = shapes_of(p, m, v);
+        const std::string name =
+            "p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m);
+        std::vector<std::vector<int>> neighbours;
+        for (const PipelineShape& s : shapes) {
+          neighbours.push_back(neighbour_stages(build_schedule(kind, s), s));
+          if (v == 1) {
+            EXPECT_EQ(neighbours.back(), neighbour_stages(build_schedule(ScheduleKind::kGPipe, s), s))
+                << name;
+          }
+          PipelineShape one = s;
+          one.microbatches = 1;  // evaluation may run fewer microbatches than training
+          EXPECT_EQ(neighbours.back(), neighbour_stages(forward_only_schedule(one), one)) << name;
+        }
+        for (int a = 0; a < p; ++a) {
+          EXPECT_FALSE(neighbours[a].empty()) << name;
+          for (int b : neighbours[a]) {
+            EXPECT_NE(a, b) << name;
+            EXPECT_TRUE(std::count(neighbours[b].begin(), neighbours[b].end(), a) == 1)
+                << name << " " << a << "-" << b;
+          }
+        }
+      }
+}
+
 // Why the executor batches: the same 1F1B lists with every transfer in a group of its own deadlock on
 // in-order streams (stage 0 waits for a gradient that stage 1 queued behind a receive of an activation
 // stage 0 queued behind that wait).
