@@ -129,8 +129,8 @@ class Communicator {
   // Starts every send and receive together (no ordering deadlocks between pipeline neighbours).
   virtual WorkPtr batch_p2p(const std::vector<P2POp>& ops) = 0;
   virtual void barrier() = 0;
-  // Sets up the point-to-point connections with `peers` now; every rank of a pair names the other
-  // and calls this at the same point. NCCL connects a pair lazily, inside the first batch that uses
+  // Sets up the point-to-point connections with `peers` (each once) now; every rank of a pair names
+  // the other and calls this at the same point. NCCL connects a pair lazily, inside the first batch that uses
   // it, and that batch holds its host until the peer's first batch on the pair arrives: a batch that
   // also carries data the peer needs before it gets there deadlocks (a pipeline stage's first
   // backward receive, posted with its last forward send). Nothing to do where matching needs no set-up.

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
-#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -270,24 +269,21 @@ WorkPtr NcclCommunicator::batch_p2p(const std::vector<P2POp>& ops) {
 }
 
 void NcclCommunicator::connect_peers(const std::vector<int>& peers) {
-  std::vector<int> distinct = peers;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  for (int peer : distinct)
+  for (int peer : peers)
     if (peer < 0 || peer >= size_ || peer == rank_)
       throw std::invalid_argument("NCCL connect: peer " + std::to_string(peer) + " of rank " +
                                   std::to_string(rank_) + " in a group of " + std::to_string(size_));
-  if (distinct.empty()) return;
+  if (peers.empty()) return;
   // A float each way with every peer, in one group on every rank: both directions of each pair
   // connect together. Not counted as traffic (it carries nothing); flight-recorded like any batch.
   const auto options = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_);
-  const at::Tensor sent = at::zeros({static_cast<int64_t>(distinct.size())}, options);
+  const at::Tensor sent = at::zeros({static_cast<int64_t>(peers.size())}, options);
   const at::Tensor received = at::empty_like(sent);
   run({sent, received}, record_start(OpKind::kSend, sent.nbytes(), /*point_to_point=*/true), [&] {
-    for (size_t i = 0; i < distinct.size(); ++i) {
+    for (size_t i = 0; i < peers.size(); ++i) {
       const auto slot = static_cast<int64_t>(i);
-      NCCL_CHECK(ncclSend(sent[slot].data_ptr(), 1, ncclFloat32, distinct[i], comm_, stream_.stream()));
-      NCCL_CHECK(ncclRecv(received[slot].data_ptr(), 1, ncclFloat32, distinct[i], comm_, stream_.stream()));
+      NCCL_CHECK(ncclSend(sent[slot].data_ptr(), 1, ncclFloat32, peers[i], comm_, stream_.stream()));
+      NCCL_CHECK(ncclRecv(received[slot].data_ptr(), 1, ncclFloat32, peers[i], comm_, stream_.stream()));
     }
   })->synchronize();
 }

@@ -167,11 +167,9 @@ struct Trainer::State {
   // receive whose sender may be waiting for this rank -- a pipeline deadlock on the GPU.
   std::vector<TokenBatch> stage_batches(int count, const std::function<TokenBatch(int)>& load) const {
     std::vector<TokenBatch> batches(static_cast<size_t>(count));
-    bool reads_tokens = false;
-    for (size_t chunk = 0; chunk < layout.chunks.size(); ++chunk)
-      reads_tokens = reads_tokens || layout.pipeline.is_first(static_cast<int>(chunk)) ||
-                     layout.pipeline.is_last(static_cast<int>(chunk));
-    if (!reads_tokens) return batches;
+    // Only a rank's first chunk can be the model's first, only its last chunk the model's last.
+    const int last_chunk = static_cast<int>(layout.chunks.size()) - 1;
+    if (!layout.pipeline.is_first(0) && !layout.pipeline.is_last(last_chunk)) return batches;
     for (int micro = 0; micro < count; ++micro) batches[static_cast<size_t>(micro)] = on_device(load(micro));
     return batches;
   }
