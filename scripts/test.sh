@@ -26,12 +26,34 @@ phase_done "the release build"
 export OMP_NUM_THREADS=1
 cd build
 if ((quick)); then
-  ctest --output-on-failure --timeout 900 -R '^(unit|test_layout_parity_np2|test_pipeline_parity_np2|test_zero_parity_np2|test_mixed_precision_np2|test_recompute_np2|test_checkpoint_np2|test_islands_np2|cli_runs|fuzz_replay_.*)$' "$@"
+  ctest --output-on-failure --timeout 900 -j "${ATOLL_TEST_JOBS:-2}" -R '^(unit|test_layout_parity_np2|test_pipeline_parity_np2|test_zero_parity_np2|test_mixed_precision_np2|test_recompute_np2|test_checkpoint_np2|test_islands_np2|cli_runs|fuzz_replay_.*)$' "$@"
   phase_done "CTest, the quick selection"
   exit 0
 fi
-ctest --output-on-failure --timeout 900 -LE gpu "$@"
+# While CTest runs, the sanitizer build the steps after it need (the fuzz targets, the unit tests and
+# the replays under ASan + UBSan) compiles at the lowest CPU priority: the CLI tests spend much of
+# their time waiting (on launches, deadlines, links), which leaves about a third of the two cores
+# idle, and at nice 19 the build gets ~1/70 of the CPU a test's process gets, so the tests' timing
+# stays as it was. Its own session, so that an exit kills the whole build with it.
+prebuild=""
+if (($# == 0)); then
+  setsid bash -c 'renice -n 19 -p $$ >/dev/null; cd .. && source scripts/sanitizer_build.sh &&
+    configure_sanitizer_build address &&
+    cmake --build build-asan -j 2 --target fuzz_targets --target atoll_unit_tests --target fuzz_replays' \
+    >sanitizer-prebuild.log 2>&1 &
+  prebuild=$!
+  trap 'kill -- -$prebuild 2>/dev/null || true' EXIT
+fi
+# -j: tests of one process (the CLI scenarios) run two at a time; a multi-rank test (PROCESSORS = its
+# ranks) runs alone.
+ctest --output-on-failure --timeout 900 -j "${ATOLL_TEST_JOBS:-2}" -LE gpu "$@"
 phase_done "CTest"
+if [[ -n $prebuild ]]; then
+  wait "$prebuild" || echo "test.sh: the sanitizer build beside CTest failed (build/sanitizer-prebuild.log);" \
+    "the steps below build again and stop on its error"
+  trap - EXIT
+  phase_done "the rest of the sanitizer build begun beside CTest"
+fi
 cd ..
 # The sanitizers, from one clang build (build-asan/, scripts/sanitizer_build.sh): every reader
 # fuzzed briefly under ASan + UBSan (tests/fuzz/run.sh), beyond the replays of its seeds and
