@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs the whole suite (unit tests and
-# multi-rank tests under mpirun) through CTest, then fuzzes every file reader for ATOLL_FUZZ_SECONDS
-# (default 20) each and runs the unit tests under ASan + UBSan.
+# multi-rank tests under mpirun) through CTest, ATOLL_TEST_JOBS (default 2) entries at a time, then
+# fuzzes every file reader for ATOLL_FUZZ_SECONDS (default 20) each and runs the unit tests under
+# ASan + UBSan (their clang build compiles beside CTest).
 #   bash scripts/test.sh [CTEST_ARGS...]   the whole suite (CI's command); CTEST_ARGS narrow CTest
 #                                          and then skip the sanitizer steps
 #   bash scripts/test.sh --quick           the edit-test loop: the build, the unit tests and one
