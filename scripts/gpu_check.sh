@@ -15,7 +15,8 @@
 #      train.recompute selective and full: their tokens/s and GPU memory peak against none's);
 #   6. a Kineto profile of two of the benchmark's steps (GPU time by kernel).
 # ATOLL_GPU_CHECK_TESTS (a CTest -R pattern) runs only those GPU tests, for ATOLL_GPU_SUITE_S seconds
-# (default 300). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5) and
+# (default 300), then its failed tests once more by themselves, without MPS, for ATOLL_GPU_RERUN_S
+# (default 90). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5) and
 # "profile" (6); all three by default; "build" runs none (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
 # the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
 # on a machine still warm from the first finds the build done (seconds).
@@ -202,6 +203,7 @@ if [[ $parts == *" tests "* ]]; then
   # -V streams every test's output into the log as it comes (each line led by the test's number), so
   # a suite stopped by the phase's limit still shows how far each test got and each case's time.
   suite_s=${ATOLL_GPU_SUITE_S:-300}
+  rm -f build/Testing/Temporary/LastTestsFailed.log  # CTest leaves an earlier run's list where all pass
   phase gpu_suite "$suite_s" bash -c "cd build && ctest -L gpu ${ATOLL_GPU_CHECK_TESTS:+-R '$ATOLL_GPU_CHECK_TESTS'} \
     -j $cores --timeout $((suite_s - 20)) -V"
   wait "$main_job_pid"
@@ -231,6 +233,18 @@ if [[ $parts == *" tests "* ]]; then
     note "flight records of ${#flights[@]} hung test run(s): logs/flight-records.tar.gz"
   fi
   mps_stop
+  # The suite's failed tests once more, by themselves and without MPS, for ATOLL_GPU_RERUN_S
+  # (default 90; 0: none): under MPS one process's fatal fault can reach the others' (the 22:08Z
+  # run lost checkpoint_np4 so), and this tells a test that fails by itself from one that fell with
+  # another. The suite's own verdicts stay as they were; the re-run's are listed beside them.
+  rerun_s=${ATOLL_GPU_RERUN_S:-90}
+  if ((rerun_s > 0)) && [[ -s build/Testing/Temporary/LastTestsFailed.log ]]; then
+    phase gpu_rerun "$rerun_s" bash -c "cd build && ctest --rerun-failed -j $cores --timeout $((rerun_s - 10)) -V"
+    {
+      echo "failed tests re-run by themselves, without MPS:"
+      grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_rerun.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
+    } 2>/dev/null | tee -a "$results"
+  fi
 fi
 
 # 5. The benchmark (Atoll against eager PyTorch), the torch.compile peer, then each lever of
