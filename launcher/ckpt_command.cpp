@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/shard_header.h"
@@ -23,6 +25,14 @@ std::string shape_of(const checkpoint::proto::Tensor& t) {
   std::string s;
   for (int64_t d : t.global_shape()) s += (s.empty() ? "" : " x ") + std::to_string(d);
   return s;
+}
+
+// A path that is not a directory is bad input (exit 2), as a missing checkpoint.resume is; a
+// directory without a committed checkpoint in it gets the store's message and exit 1 (damage).
+void require_directory(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir))
+    throw std::invalid_argument(
+        "ckpt: " + dir + " is not a directory; pass a checkpoint (run.dir/checkpoints or a step-N in it)");
 }
 
 int inspect(const std::string& dir_arg) {
@@ -81,7 +91,7 @@ int ckpt_command(const Args& args) {
     std::cout
         << "usage: " << kCkptUsage
         << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
-           "damaged).\n"
+           "damaged;\n2 if DIR is not a directory).\n"
         << "export: a Hugging Face Llama directory OUT_DIR -- model.safetensors (fp32), config.json and, for "
            "a\n"
         << "subword model, tokenizer.model + tokenizer_config.json -- that transformers' from_pretrained "
@@ -90,8 +100,12 @@ int ckpt_command(const Args& args) {
         << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "inspect" && args.size() == 2) return inspect(args[1]);
+  if (args[0] == "inspect" && args.size() == 2) {
+    require_directory(args[1]);
+    return inspect(args[1]);
+  }
   if (args[0] == "export" && args.size() == 4 && args[2] == "--out") {
+    require_directory(args[1]);
     const int n = runtime::export_hugging_face(args[1], args[3]);
     std::cout << "exported " << n << " tensors to " << args[3] << "\n";
     return 0;

@@ -195,9 +195,12 @@ expect_cli_error launch_no_restart 2 "data: $work/none.bin does not exist; run .
 expect_cli_error flight_records 2 "comm.flight_records = 0 must be >= 1; set comm.flight_records to a positive integer" \
   plan "$work/tiny.yaml" --set comm.flight_records=0
 expect_cli_error plan_np 2 "islands\*pp\*dp\*tp = 2 but 3 ranks were launched; launch 2 ranks" plan "$work/tiny.yaml" --np 3
-# `ckpt inspect` and `report` exit 1 (a runtime error) on a missing directory, not 2.
-expect_cli_error ckpt_inspect_missing 1 "checkpoint: $work/none/manifest.pb is missing: the checkpoint was never committed" \
+# `ckpt inspect` and `ckpt export` of a path that is not a directory: bad input (2), as resume_missing;
+# a directory without a committed checkpoint in it: damage (1).
+expect_cli_error ckpt_inspect_missing 2 "ckpt: $work/none is not a directory; pass a checkpoint" \
   ckpt inspect "$work/none"
+expect_cli_error ckpt_export_missing 2 "ckpt: $work/none is not a directory; pass a checkpoint" \
+  ckpt export "$work/none" --out "$work/export-none"
 expect_cli_error ckpt_inspect_torn 1 "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" \
   ckpt inspect "$work/torn"
 expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out OUT_DIR\|FILE.safetensors." \
