@@ -203,6 +203,8 @@ if [[ $parts == *" tests "* ]]; then
   # -V streams every test's output into the log as it comes (each line led by the test's number), so
   # a suite stopped by the phase's limit still shows how far each test got and each case's time.
   suite_s=${ATOLL_GPU_SUITE_S:-300}
+  # test_verdicts LOG: each test's verdict line of a CTest log ("  NAME ....   Passed   1.2 sec").
+  test_verdicts() { grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$1" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'; }
   rm -f build/Testing/Temporary/LastTestsFailed.log  # CTest leaves an earlier run's list where all pass
   phase gpu_suite "$suite_s" bash -c "cd build && ctest -L gpu ${ATOLL_GPU_CHECK_TESTS:+-R '$ATOLL_GPU_CHECK_TESTS'} \
     -j $cores --timeout $((suite_s - 20)) -V"
@@ -211,7 +213,7 @@ if [[ $parts == *" tests "* ]]; then
     sed 's/^/  /' | tee -a "$results"
   {
     echo "gpu suite:"
-    grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_suite.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
+    test_verdicts "$out/logs/gpu_suite.log"
     grep -E "tests passed|tests failed" "$out/logs/gpu_suite.log" | sed 's/^/  /'
     # The measured GPU-vs-CPU errors, every failed case, and the slowest cases with their test
     # (GoogleTest colours its lines: mpirun gives the ranks a terminal).
@@ -242,7 +244,7 @@ if [[ $parts == *" tests "* ]]; then
     phase gpu_rerun "$rerun_s" bash -c "cd build && ctest --rerun-failed -j $cores --timeout $((rerun_s - 10)) -V"
     {
       echo "failed tests re-run by themselves, without MPS:"
-      grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+: " "$out/logs/gpu_rerun.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /  /'
+      test_verdicts "$out/logs/gpu_rerun.log"
     } 2>/dev/null | tee -a "$results"
   fi
 fi

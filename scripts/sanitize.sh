@@ -25,7 +25,7 @@ case $mode in
   address) ;;
   unit)
     select=(-R '^(unit|fuzz_replay_.*)$')
-    build_targets=(--target atoll_unit_tests --target fuzz_replays)
+    build_targets=("${sanitizer_unit_targets[@]}")
     ;;
   thread)
     # The tests that run Atoll's threads: unit (the data preparation pool, the flight recorder,

@@ -5,6 +5,9 @@
 #            the fuzz targets and the whole test suite come from this one build.
 #   thread:  build-tsan/, ThreadSanitizer.
 
+# What `sanitize.sh unit` runs needs built: the unit tests and every fuzz target's replay.
+sanitizer_unit_targets=(--target atoll_unit_tests --target fuzz_replays)
+
 # sanitizer_build_dir MODE: the build directory of MODE (address or thread).
 sanitizer_build_dir() {
   case $1 in
