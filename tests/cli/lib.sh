@@ -93,6 +93,14 @@ same_files() {  # same_files DIR_A DIR_B: every shard of two checkpoints byte-id
   for f in "$1"/*.safetensors; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
 }
 # latest_step RUN_DIR: the step of the newest committed checkpoint
+signal_pending() {  # signal_pending PID SIGNO: whether signal SIGNO waits, undelivered, in process PID
+  local mask
+  for mask in $(sed -n 's/^\(SigPnd\|ShdPnd\):[[:space:]]*//p' "/proc/$1/status" 2>/dev/null); do
+    (((0x$mask >> ($2 - 1)) & 1)) && return 0
+  done
+  return 1
+}
+process_stopped() { grep -q '^State:[[:space:]]*T' "/proc/$1/status" 2>/dev/null; }  # process_stopped PID
 latest_step() { sed 's/step-//' "$1/checkpoints/LATEST"; }
 
 wait_for_jobs() {  # waits for every pid in $jobs; $statuses: their exit codes, in order

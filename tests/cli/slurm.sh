@@ -58,21 +58,35 @@ fi
 
 fi
 
-# The uninterrupted run the preempted and the restarted jobs must end at.
-long=(--set train.steps=200 --set checkpoint.every=100)
+# The uninterrupted run the preempted and the restarted jobs must end at: a model large enough that a
+# step takes ~20 ms here, not the tiny config's 1 ms (200 of those can end before a poll of
+# metrics.jsonl acts on step 30 or 50 under load).
+long=(--set train.steps=200 --set checkpoint.every=100 --set model.dim=256 --set model.ffn=512 --set model.seq=64
+  --set model.layers=2)
 if wants preempt || wants restart; then
 "$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
 fi
 
 if wants preempt; then
 # Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
+# One rank is held (SIGSTOP) past step 30 until Slurm's SIGTERM is pending in it, so that however
+# long slurmctld -> slurmd -> slurmstepd takes to deliver it under load, the job cannot end first:
+# the other rank waits for the held one at its next collective (CI once saw step 200 end before it).
 id=$(sbatch_launch preempt --ntasks=2 -- "${long[@]}")
 for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
   grep -q '"step":30,' "$work/preempt/metrics.jsonl" 2>/dev/null && break
   [[ -z $(slurm_job_state "$id") ]] && break
   sleep 0.05
 done
+held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/preempt" | head -1)
+[[ -n $held ]] && kill -STOP "$held"
 scancel --signal=TERM "$id"
+for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
+  [[ -n $held ]] && signal_pending "$held" 15 && break
+  [[ -n $held ]] && process_stopped "$held" || break
+  sleep 0.1
+done
+[[ -n $held ]] && kill -CONT "$held"
 for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
 reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" 2>/dev/null | grep -o '[0-9]*$')
 exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
