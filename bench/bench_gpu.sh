@@ -59,7 +59,7 @@ failed=0
 run_logged() {  # run_logged LOG COMMAND...: all output into LOG, progress lines shown; a failure is reported, not fatal
   local log=$1 rc=0
   shift
-  "$@" 2>&1 | tee "$log" | { grep --line-buffered -E '^(model|device|step)' || true; } || rc=${PIPESTATUS[0]}
+  "$@" 2>&1 | tee "$log" | { grep --line-buffered -E '^(model|device|attention|step)' || true; } || rc=${PIPESTATUS[0]}
   if ((rc != 0)); then
     # The cause: Atoll's one-line error or a Python exception, else the end of the output.
     { grep -E '^atoll: |^atoll launch: the job|^[A-Za-z_.]*(Error|Exception): ' "$log" || tail -n 5 "$log"; } |

@@ -25,6 +25,7 @@
 #include "runtime/metrics/peak_flops.h"
 #include "runtime/metrics/run_log.h"
 #include "runtime/metrics/step_profiler.h"
+#include "runtime/model/sdpa_backend.h"
 #include "runtime/parallelize.h"
 #include "runtime/preemption.h"
 #include "runtime/process_exit.h"
@@ -199,6 +200,33 @@ struct Trainer::State {
 
 namespace {
 
+at::SDPBackend sdpa_backend_of(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kCudnn:
+      return at::SDPBackend::cudnn_attention;
+    case AttentionKernel::kEfficient:
+      return at::SDPBackend::efficient_attention;
+    case AttentionKernel::kFlash:
+    case AttentionKernel::kAuto:
+      break;
+  }
+  return at::SDPBackend::flash_attention;
+}
+
+// The start-up line naming the attention kernel a GPU run's layers get from SDPA (this rank's heads).
+std::string attention_line(const Config& config, const c10::Device& device, at::ScalarType dtype) {
+  const ModelConfig& m = config.model;
+  const int64_t heads = m.heads / config.parallel.tp, head_dim = m.dim / m.heads;
+  const bool grouped = m.kv_heads != m.heads && kernel_on(config.kernels.native_gqa, true);
+  const int64_t kv_heads = grouped ? m.kv_heads / config.parallel.tp : heads;
+  const at::SDPBackend backend = sdpa_choice(device, dtype, heads, kv_heads, m.seq, head_dim);
+  return "attention: SDPA runs " + sdpa_backend_name(backend) +
+         " (kernels.attention=" + std::string(name_of(config.kernels.attention)) + "; " +
+         std::to_string(heads) + " heads over " + std::to_string(kv_heads) + " kv heads per rank, head_dim " +
+         std::to_string(head_dim) + ", seq " + std::to_string(m.seq) + ", " +
+         std::string(c10::toString(dtype)) + ")";
+}
+
 // A GPU's peaks beside the one MFU is measured against: the datasheet's dense bf16 peak, which also
 // goes into the start record, and bf16 and TF32 matmuls measured on this rank's GPU -- only printed,
 // so a rank without a console (every rank but 0, and the tests' trainers) does not measure them.
@@ -266,6 +294,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
   if (s.device.shares_gpu) comm::give_rank_own_nccl_host(world.rank());  // before the mesh's NCCL planes
   if (config.run.deterministic) use_deterministic_kernels();
+  if (s.device.device.is_cuda() && config.kernels.attention != AttentionKernel::kAuto)
+    prefer_sdpa_backend(sdpa_backend_of(config.kernels.attention), s.device.device);
 
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads
@@ -290,6 +320,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (!s.device.note.empty()) s.log->line(s.device.note);
   if (s.device.device.is_cuda())
     s.log->line("device: " + describe_device(s.device.device) + " on rank 0; each rank uses its local GPU");
+  if (s.device.device.is_cuda()) s.log->line(attention_line(config, s.device.device, s.layout.compute_dtype));
 
   s.checkpoints = std::make_unique<TrainerCheckpoints>(
       s.config, world, s.mesh(), *s.layout.params, *s.layout.data_parallel, *s.layout.optimizer,

@@ -262,6 +262,7 @@ bench_summary() {  # LOG: the summary table bench_gpu.sh prints last
 if [[ $parts == *" bench "* ]]; then
   phase bench 150 env BENCH_GPU_COMPILE=0 bash bench/bench_gpu.sh 20 8
   bench_summary "$out/logs/bench.log" | tee -a "$results"
+  grep -m1 -o "attention: SDPA runs .*" "$out/logs/bench.log" | tee -a "$results"
   cp -r runs/bench-gpu "$out/logs/bench-gpu" 2>/dev/null
   # The compiled peer alone (its compilation is most of its time), its figures beside the above.
   phase compiled 200 python3 bench/pytorch_llama_gpu.py --vocab 32000 --dim 2048 --layers 16 --heads 32 \
@@ -271,7 +272,7 @@ if [[ $parts == *" bench "* ]]; then
   for lever in $levers; do
     name=lever_$(echo "$lever" | tr -c 'a-z0-9_\n' '_')
     phase "$name" 80 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="${lever//,/ }" bash bench/bench_gpu.sh 15 8
-    note "lever $lever: Atoll $(grep -E '^Atoll +1 ' "$out/logs/$name.log" | awk '{print $3 " tokens/s, MFU " $5 ", peak " $6 " GiB"}')"
+    note "lever $lever: Atoll $(grep -E '^Atoll +1 ' "$out/logs/$name.log" | awk '{print $3 " tokens/s, MFU " $5 ", peak " $6 " GiB"}'); $(grep -m1 -o 'SDPA runs [a-z_]*' "$out/logs/$name.log")"
   done
 fi
 # 6. Where Atoll's step goes: two steps of the benchmark's run under Kineto (train.profile_start),

@@ -197,7 +197,8 @@ std::string parse(const Rule& rule, const YAML::Node& node, std::string& out) {
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
-requires std::is_enum_v<E> std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
+  requires std::is_enum_v<E>
+std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
   std::string value;
   if (std::string problem = parse(rule, node, value); !problem.empty()) return problem;
   std::vector<std::string> names;
@@ -473,6 +474,9 @@ const std::vector<Field>& fields() {
         kernels("fused_cross_entropy", &KernelsConfig::fused_cross_entropy,
                 "The loss as two CUDA kernels over the logits in their own type (no fp32 copy), "
                 "the same value up to the order of fp32 sums; tp = 1 only; auto: on a GPU."),
+        kernels("attention", &KernelsConfig::attention,
+                "The fused attention kernel SDPA tries first on a GPU (flash attention 2, cuDNN's, "
+                "memory-efficient), the next where it cannot take the shapes; auto: LibTorch's order."),
         data("train", &DataConfig::train, "Token shard to train on (atoll data prepare writes it)."),
         data("val", &DataConfig::val, "Token shard of the validation loss."),
         data("tokenizer", &DataConfig::tokenizer,

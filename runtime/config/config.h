@@ -110,6 +110,15 @@ struct Choices<KernelChoice> {
   static constexpr std::array<Choice<KernelChoice>, 3> list{
       {{KernelChoice::kAuto, "auto"}, {KernelChoice::kOn, "true"}, {KernelChoice::kOff, "false"}}};
 };
+// kernels.attention: the fused attention kernel SDPA tries first on a GPU; auto: LibTorch's own order.
+enum class AttentionKernel { kAuto, kFlash, kCudnn, kEfficient };
+template <>
+struct Choices<AttentionKernel> {
+  static constexpr std::array<Choice<AttentionKernel>, 4> list{{{AttentionKernel::kAuto, "auto"},
+                                                                {AttentionKernel::kFlash, "flash"},
+                                                                {AttentionKernel::kCudnn, "cudnn"},
+                                                                {AttentionKernel::kEfficient, "efficient"}}};
+};
 // Whether `choice` is on for a run on `cuda` (a GPU) or not.
 inline bool kernel_on(KernelChoice choice, bool cuda) {
   return choice == KernelChoice::kOn || (choice == KernelChoice::kAuto && cuda);
@@ -228,6 +237,9 @@ struct KernelsConfig {
   // The loss as two CUDA kernels reading the logits in their own type, instead of an fp32 copy, a
   // log-softmax and their backward (~6 passes over [tokens, vocab] in fp32); without tensor parallelism.
   KernelChoice fused_cross_entropy = KernelChoice::kAuto;
+  // SDPA's fused kernel tried first (flash attention 2, cuDNN's, memory-efficient); others where it
+  // cannot take the shapes. The start-up log names the one that runs.
+  AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 struct DataConfig {

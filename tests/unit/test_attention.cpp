@@ -1,12 +1,15 @@
 // The hand-written causal attention, and the kernel causal_attention picks, against the composite
 // LibTorch formulation: outputs and the gradients of q, k and v agree (to rounding in fp64, 1e-5
 // relative in fp32).
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "runtime/model/attention.h"
+#include "runtime/model/sdpa_backend.h"
 
 namespace {
 
@@ -83,4 +86,33 @@ TEST(CausalAttention, GroupedKernelMatchesRepeatedKvHeads) {
   const auto dg = torch::autograd::grad({(grouped * w).sum()}, {q, k, v});
   const auto dr = torch::autograd::grad({(repeated * w).sum()}, {q, k, v});
   for (size_t i = 0; i < 3; ++i) EXPECT_LT((dg[i] - dr[i]).abs().max().item<double>(), 1e-12) << i;
+}
+
+// kernels.attention: the preferred kernel goes first in SDPA's process-wide order, the others after
+// it in their order before (the GPU suite's test_attention_kernels checks which then runs on a GPU).
+TEST(SdpaBackend, PreferredKernelGoesFirstTheOthersKeepTheirOrder) {
+  at::Context& context = at::globalContext();
+  const auto before = context.sDPPriorityOrder();
+  atl::runtime::prefer_sdpa_backend(at::SDPBackend::cudnn_attention, c10::Device(at::kCPU));
+  const auto after = context.sDPPriorityOrder();
+  std::vector<int64_t> saved;
+  for (const at::SDPBackend backend : before) saved.push_back(static_cast<int64_t>(backend));
+  context.setSDPPriorityOrder(saved);
+
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(after[0], at::SDPBackend::cudnn_attention);
+  std::vector<at::SDPBackend> rest_before, rest_after(after.begin() + 1, after.end());
+  for (const at::SDPBackend backend : before)
+    if (backend != at::SDPBackend::cudnn_attention) rest_before.push_back(backend);
+  EXPECT_EQ(rest_after, rest_before);
+}
+
+// The start-up line's question, asked on the CPU: LibTorch's CPU flash kernel takes causal fp32
+// attention with or without grouped kv heads.
+TEST(SdpaBackend, ChoiceNamesTheKernelSdpaRuns) {
+  const c10::Device cpu(at::kCPU);
+  EXPECT_EQ(atl::runtime::sdpa_choice(cpu, at::kFloat, 4, 4, 64, 16), at::SDPBackend::flash_attention);
+  EXPECT_EQ(atl::runtime::sdpa_backend_name(atl::runtime::sdpa_choice(cpu, at::kFloat, 4, 2, 64, 16)),
+            "flash_attention");
+  EXPECT_EQ(atl::runtime::sdpa_backend_name(at::SDPBackend::cudnn_attention), "cudnn_attention");
 }

@@ -1,0 +1,50 @@
+#include "runtime/model/sdpa_backend.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace atl::runtime {
+
+std::string sdpa_backend_name(at::SDPBackend backend) {
+  switch (backend) {
+    case at::SDPBackend::math:
+      return "math";
+    case at::SDPBackend::flash_attention:
+      return "flash_attention";
+    case at::SDPBackend::efficient_attention:
+      return "efficient_attention";
+    case at::SDPBackend::cudnn_attention:
+      return "cudnn_attention";
+    case at::SDPBackend::overrideable:
+      return "overrideable";
+    case at::SDPBackend::error:
+      break;
+  }
+  return "none";
+}
+
+at::SDPBackend sdpa_choice(const c10::Device& device, at::ScalarType dtype, int64_t heads, int64_t kv_heads,
+                           int64_t seq, int64_t head_dim) {
+  const auto options = at::TensorOptions().device(device).dtype(dtype).requires_grad(true);
+  const at::Tensor q = at::zeros({1, heads, seq, head_dim}, options);
+  const at::Tensor kv = at::zeros({1, kv_heads, seq, head_dim}, options);
+  return static_cast<at::SDPBackend>(at::_fused_sdp_choice(q, kv, kv, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                                           /*is_causal=*/true, /*scale=*/std::nullopt,
+                                                           /*enable_gqa=*/kv_heads != heads));
+}
+
+void prefer_sdpa_backend(at::SDPBackend backend, const c10::Device& device) {
+  // A first choice settles LibTorch's default order (recent versions pick it lazily, then).
+  sdpa_choice(device, device.is_cuda() ? at::kBFloat16 : at::kFloat, 1, 1, 128, 64);
+  at::Context& context = at::globalContext();
+  const auto current = context.sDPPriorityOrder();
+  std::vector<int64_t> order{static_cast<int64_t>(backend)};
+  for (const at::SDPBackend other : current)
+    if (other != backend) order.push_back(static_cast<int64_t>(other));
+  context.setSDPPriorityOrder(order);
+}
+
+}  // namespace atl::runtime
