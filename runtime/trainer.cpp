@@ -320,7 +320,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (!s.device.note.empty()) s.log->line(s.device.note);
   if (s.device.device.is_cuda())
     s.log->line("device: " + describe_device(s.device.device) + " on rank 0; each rank uses its local GPU");
-  if (s.device.device.is_cuda()) s.log->line(attention_line(config, s.device.device, s.layout.compute_dtype));
+  if (s.device.device.is_cuda() && !s.log->quiet())
+    s.log->line(attention_line(config, s.device.device, s.layout.compute_dtype));
 
   s.checkpoints = std::make_unique<TrainerCheckpoints>(
       s.config, world, s.mesh(), *s.layout.params, *s.layout.data_parallel, *s.layout.optimizer,
