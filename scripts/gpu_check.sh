@@ -128,9 +128,11 @@ else
   export ATOLL_BUILD_JOBS=$cores
   export ATOLL_PYTHON_BIN=python3  # bench_gpu.sh's peer runs on the machine's own PyTorch (no .venv there)
 fi
+# What the GPU suite runs: the command, the unit tests and every test declared with GPU_NP (read from
+# the CMake lists, so that a new GPU test is never left unbuilt).
+gpu_tests=$(sed -n 's/^ *atoll_mpi_test(\([a-z_0-9]*\) .*GPU_NP.*/\1/p' tests/mpi/tests.cmake tests/gpu/tests.cmake)
 # shellcheck disable=SC2206  # a list of target names, split on blanks
-gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests test_nccl test_gpu_matches_cpu test_fused_ops test_layout_parity
-  test_pipeline_parity test_zero_parity test_mixed_precision test_checkpoint test_islands test_recompute})
+gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests $gpu_tests})
 phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
 grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
 build/bin/atoll --version | sed 's/^/version: /' | tee -a "$results"
