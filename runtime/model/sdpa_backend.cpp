@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
-#include <algorithm>
 #include <vector>
 
 namespace atl::runtime {
