@@ -200,17 +200,19 @@ struct Trainer::State {
 
 namespace {
 
-at::SDPBackend sdpa_backend_of(AttentionKernel kernel) {
+// The SDPA kernel kernels.attention puts first; none for auto (LibTorch's own order).
+std::optional<at::SDPBackend> preferred_sdpa_backend(AttentionKernel kernel) {
   switch (kernel) {
+    case AttentionKernel::kFlash:
+      return at::SDPBackend::flash_attention;
     case AttentionKernel::kCudnn:
       return at::SDPBackend::cudnn_attention;
     case AttentionKernel::kEfficient:
       return at::SDPBackend::efficient_attention;
-    case AttentionKernel::kFlash:
     case AttentionKernel::kAuto:
       break;
   }
-  return at::SDPBackend::flash_attention;
+  return std::nullopt;
 }
 
 // The start-up line naming the attention kernel a GPU run's layers get from SDPA (this rank's heads).
@@ -294,8 +296,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
   if (s.device.shares_gpu) comm::give_rank_own_nccl_host(world.rank());  // before the mesh's NCCL planes
   if (config.run.deterministic) use_deterministic_kernels();
-  if (s.device.device.is_cuda() && config.kernels.attention != AttentionKernel::kAuto)
-    prefer_sdpa_backend(sdpa_backend_of(config.kernels.attention), s.device.device);
+  const std::optional<at::SDPBackend> attention = preferred_sdpa_backend(config.kernels.attention);
+  if (s.device.device.is_cuda() && attention) prefer_sdpa_backend(*attention, s.device.device);
 
   keep_freed_memory_in_heap();
   at::set_num_threads(config.run.threads > 0 ? config.run.threads

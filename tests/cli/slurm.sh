@@ -81,12 +81,13 @@ done
 held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/preempt" | head -1)
 [[ -n $held ]] && kill -STOP "$held"
 scancel --signal=TERM "$id"
-for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
-  [[ -n $held ]] && signal_pending "$held" 15 && break
-  [[ -n $held ]] && process_stopped "$held" || break
-  sleep 0.1
-done
-[[ -n $held ]] && kill -CONT "$held"
+if [[ -n $held ]]; then
+  for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
+    signal_pending "$held" 15 || ! process_stopped "$held" && break
+    sleep 0.1
+  done
+  kill -CONT "$held"
+fi
 for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
 reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" 2>/dev/null | grep -o '[0-9]*$')
 exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
