@@ -120,17 +120,18 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     target_logit = all_reduced(target_logit, *tp);
 
     const at::Tensor per_token = (sum_exp.squeeze(1).log() - target_logit) * valid;
-    const double count = std::max<double>(1.0, valid.sum().item<double>());
+    // The label count stays on the device: reading it on the host would stall the host's queue of
+    // GPU work once per microbatch. In fp32, where a whole count up to 2^24 is exact.
+    const at::Tensor count = valid.sum().clamp_min(1).to(at::kFloat);
     exp.div_(sum_exp);  // the softmax, kept for backward
-    ctx->save_for_backward({exp, index, mine, valid});
-    ctx->saved_data["count"] = count;
-    return per_token.sum() / count;
+    ctx->save_for_backward({exp, index, mine, valid, count});
+    return (per_token.sum() / count).to(per_token.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &softmax = saved[0], &index = saved[1], &mine = saved[2], &valid = saved[3];
-    const double count = ctx->saved_data["count"].toDouble();
+    const at::Tensor &softmax = saved[0], &index = saved[1], &mine = saved[2], &valid = saved[3],
+                     &count = saved[4];
     // d loss / d logit = (softmax - onehot(target)) / count, on valid tokens only.
     at::Tensor grad = softmax.clone();
     // One entry per row, written in place: index_put_ has a deterministic CUDA kernel, a 2-D
