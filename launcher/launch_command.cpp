@@ -198,7 +198,7 @@ int launch_command(const Args& args) {
     return signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
   };
   child_options.own_process_group = true;
-  // srun's tasks take the allocation's TMPDIR (Slurm sets it per job); mpirun's a directory of their own.
+  // mpirun's job a session directory of its own; srun's ranks (started through PMIx) make none.
   std::optional<SessionDirectory> session_directory;
   if (request.mode != LaunchMode::kSlurm) session_directory.emplace();
   // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:

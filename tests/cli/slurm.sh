@@ -36,10 +36,7 @@ sbatch_launch() {
   shift
   while [[ $1 != -- ]]; do sbatch_args+=("$1"); shift; done
   shift
-  # Its own TMPDIR (sbatch passes the environment on): jobs side by side must not share Open MPI's
-  # session directory, which the last job to end removes (tests/cli/lib.sh).
-  mkdir -p "$work/tmp/$name"
-  TMPDIR=$work/tmp/$name ATOLL=$atoll sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
+  ATOLL=$atoll sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
     "$examples/slurm/train.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
 }
 
