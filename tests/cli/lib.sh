@@ -8,7 +8,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 # Open MPI's session files (every mpirun, singleton rank and Slurm job step of this script) in a
 # TMPDIR of the script's own: Open MPI 4 keeps them under one per-user directory there, which the
 # last job to end removes, and an mpirun starting in that instant fails orte_init ("mkdir ... File
-# exists"; seen in CI with CTest running two scripts at once).
+# exists"; seen in CI, in bad_input.sh, whose cases run side by side and so have one each as well).
 export TMPDIR=$work/tmp
 mkdir -p "$TMPDIR"
 passed=0
