@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace atl::optim {
@@ -53,28 +54,37 @@ void FlatAdamW::build_fused_runs() {
     add_run(false, i, at, last);
   }
   step_count_ = at::zeros({}, grads_.options().dtype(at::kFloat));
+  grad_scale_ = at::ones({}, grads_.options().dtype(at::kFloat));
   for (Runs* runs : {&decayed_, &undecayed_}) runs->steps.assign(runs->values.size(), step_count_);
 }
 
-void FlatAdamW::fused_step(double lr) {
+void FlatAdamW::fused_step(double lr, double grad_factor) {
   step_count_.fill_(static_cast<double>(step_));
+  const bool scales_inside = options_.fused_clip && grad_factor != 1.0;
+  if (scales_inside)
+    grad_scale_.fill_(1.0 / grad_factor);  // the kernel divides: grad / (1 / factor)
+  else if (grad_factor != 1.0)
+    grads_.mul_(grad_factor);
+  std::optional<at::Tensor> grad_scale;
+  if (scales_inside) grad_scale = grad_scale_;
   for (const bool decayed : {true, false}) {
     Runs& runs = decayed ? decayed_ : undecayed_;
     if (runs.values.empty()) continue;
     at::_fused_adamw_(runs.values, runs.grads, runs.exp_avg, runs.exp_avg_sq, /*max_exp_avg_sqs=*/{},
                       runs.steps, lr, options_.beta1, options_.beta2, decayed ? options_.weight_decay : 0.0,
                       options_.eps,
-                      /*amsgrad=*/false, /*maximize=*/false);
+                      /*amsgrad=*/false, /*maximize=*/false, grad_scale);
   }
 }
 
-void FlatAdamW::step(double lr) {
+void FlatAdamW::step(double lr, double grad_factor) {
   at::NoGradGuard no_grad;
   ++step_;
   if (options_.fused) {
-    fused_step(lr);
+    fused_step(lr, grad_factor);
     return;
   }
+  if (grad_factor != 1.0) grads_.mul_(grad_factor);
   // Decoupled weight decay on the decayed runs, each cut at segment boundaries.
   if (options_.weight_decay != 0.0) {
     for (const DecaySegment& d : decay_) {

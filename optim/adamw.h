@@ -19,6 +19,9 @@ struct AdamWOptions {
   // One pass of ATen's fused multi-tensor kernel (_fused_adamw_) in place of the ~9 elementwise
   // passes: the same update, rounded differently (not bit-identical to torch::optim::AdamW).
   bool fused = false;
+  // With `fused`: clipping's scale applied inside that kernel (its grad_scale, which also writes the
+  // scaled gradients back) instead of a pass of its own over the gradients first.
+  bool fused_clip = false;
 };
 
 // A run of elements of the flat buffer that receives weight decay.
@@ -35,7 +38,9 @@ class FlatAdamW {
   FlatAdamW(std::vector<at::Tensor> values, at::Tensor grads, std::vector<DecaySegment> decay,
             AdamWOptions options);
 
-  void step(double lr);
+  // One update. `grad_factor` < 1 scales the gradients first (clipping: optim::clip_factor); the
+  // gradients hold the scaled values afterwards, either way.
+  void step(double lr, double grad_factor = 1.0);
 
   int64_t steps_taken() const { return step_; }
   // Resuming: the steps already taken (bias correction), after the moments have been loaded.
@@ -58,9 +63,10 @@ class FlatAdamW {
     std::vector<at::Tensor> steps;  // step_count_ once per run: the kernel takes a step per tensor
   };
   void build_fused_runs();
-  void fused_step(double lr);
+  void fused_step(double lr, double grad_factor);
   Runs decayed_, undecayed_;
   at::Tensor step_count_;  // fp32 on the device: the kernel reads the bias-correction step from it
+  at::Tensor grad_scale_;  // fp32 on the device: the kernel divides the gradients by it (fused_clip)
 };
 
 }  // namespace atl::optim

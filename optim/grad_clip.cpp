@@ -31,13 +31,10 @@ double global_grad_norm(const std::vector<at::Tensor>& pieces,
   return std::sqrt(total.item<double>());
 }
 
-double clip_gradients(const at::Tensor& grads, double norm, double max_norm) {
+double clip_factor(double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;
   const double factor = max_norm / (norm + 1e-6);
-  if (factor >= 1.0) return 1.0;
-  at::NoGradGuard no_grad;
-  grads.mul_(factor);
-  return factor;
+  return factor >= 1.0 ? 1.0 : factor;
 }
 
 }  // namespace atl::optim

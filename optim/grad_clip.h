@@ -19,7 +19,8 @@ namespace atl::optim {
 double global_grad_norm(const std::vector<at::Tensor>& pieces,
                         const std::vector<comm::Communicator*>& groups);
 
-// Scales `grads` by max_norm / (norm + 1e-6) when that is below 1; returns the factor used.
-double clip_gradients(const at::Tensor& grads, double norm, double max_norm);
+// The scale clipping applies to gradients of global norm `norm`: max_norm / (norm + 1e-6) when that
+// is below 1, else 1 (also when max_norm is 0: clipping off). FlatAdamW::step applies it.
+double clip_factor(double norm, double max_norm);
 
 }  // namespace atl::optim

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "parallel/resident_storage.h"
@@ -38,12 +39,16 @@ struct ShardedDataParallel::BucketState {
 // outlives the AccumulateGrad node autograd may recreate between backwards).
 class ShardedDataParallel::GradientLanded final : public torch::autograd::PostAccumulateGradHook {
  public:
-  GradientLanded(ShardedDataParallel& engine, size_t bucket) : engine_(engine), bucket_(bucket) {}
-  void operator()(const torch::autograd::Variable& /*param*/) override { engine_.on_gradient_ready(bucket_); }
+  GradientLanded(ShardedDataParallel& engine, size_t entry, size_t bucket)
+      : engine_(engine), entry_(entry), bucket_(bucket) {}
+  void operator()(const torch::autograd::Variable& param) override {
+    if (engine_.first_grad_copy_) engine_.land_gradient(entry_, param);
+    engine_.on_gradient_ready(bucket_);
+  }
 
  private:
   ShardedDataParallel& engine_;
-  size_t bucket_;
+  size_t entry_, bucket_;
 };
 
 namespace {
@@ -74,9 +79,15 @@ class RegatherForBackward : public torch::autograd::Function<RegatherForBackward
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
-                                         at::ScalarType reduce_dtype)
-    : params_(params), group_(dp_group), stage_(zero_stage), reduce_dtype_(reduce_dtype) {
+                                         at::ScalarType reduce_dtype, bool first_grad_copy)
+    : params_(params),
+      group_(dp_group),
+      stage_(zero_stage),
+      reduce_dtype_(reduce_dtype),
+      first_grad_copy_(first_grad_copy) {
   if (stage_ < 0 || stage_ > 3) throw std::invalid_argument("ZeRO stage must be 0, 1, 2 or 3");
+  if (first_grad_copy_ && stage_ >= 2)
+    throw std::invalid_argument("ShardedDataParallel: first_grad_copy is for ZeRO stages 0-1");
   const std::vector<FlatBucket>& buckets = params.buckets();
   buckets_.resize(buckets.size());
   int64_t shard_numel = 0;
@@ -123,24 +134,33 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   if (stage_ >= 2)
     for (const FlatBucket& fb : buckets) release_storage(fb.grads);
 
-  if (group_.size() == 1 && stage_ == 0) return;  // nothing to reduce: no hooks, no overhead
-  for (const FlatEntry& e : params.entries()) {
+  // Nothing to reduce and nothing to land: no hooks, no overhead.
+  if (group_.size() == 1 && stage_ == 0 && !first_grad_copy_) return;
+  landed_.assign(params.entries().size(), 0);
+  for (size_t i = 0; i < params.entries().size(); ++i) {
+    const FlatEntry& e = params.entries()[i];
+    // Without a .grad of its own, autograd hands the parameter its gradient tensor for the hook to land.
+    if (first_grad_copy_) e.value.mutable_grad().reset();
     // ZeRO-2/3: before a gradient lands, its bucket's storage must exist and be free of a
     // reduction in flight. A tensor hook on a leaf runs right before its accumulation.
     const size_t bucket = e.bucket;
     std::optional<unsigned> before;
     if (stage_ >= 2)
       before = e.value.register_hook([this, bucket](const at::Tensor&) { before_accumulate(bucket); });
-    torch::autograd::impl::set_post_acc_grad_hooks(e.value, std::make_unique<GradientLanded>(*this, bucket));
+    torch::autograd::impl::set_post_acc_grad_hooks(e.value,
+                                                   std::make_unique<GradientLanded>(*this, i, bucket));
     hooked_.push_back({e.value, before});
   }
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
-  // The hooks live on the parameters, which may outlive this engine: take them off first.
-  for (HookedParameter& h : hooked_) {
+  // The hooks live on the parameters, which may outlive this engine: take them off first (and give
+  // the parameters their flat gradients back as .grad).
+  for (size_t i = 0; i < hooked_.size(); ++i) {
+    HookedParameter& h = hooked_[i];
     if (h.before_hook) h.param.remove_hook(*h.before_hook);
     torch::autograd::impl::set_post_acc_grad_hooks(h.param, nullptr);
+    if (first_grad_copy_) h.param.mutable_grad() = params_.entries()[i].grad;
   }
   // Hooks and requests point at this object and its buffers: drain everything in flight.
   for (BucketState& s : buckets_) {
@@ -179,7 +199,30 @@ void ShardedDataParallel::start_step(int backwards_per_step) {
     s.dirty = false;
     s.rounds_reduced = 0;
   }
-  params_.zero_grads();
+  if (first_grad_copy_)
+    std::fill(landed_.begin(), landed_.end(), 0);
+  else
+    params_.zero_grads();
+}
+
+void ShardedDataParallel::land_gradient(size_t entry, const at::Tensor& param) {
+  at::Tensor& handed = param.mutable_grad();
+  const at::Tensor& flat = params_.entries()[entry].grad;
+  // First gradient of the step: a copy (exactly 0 + g); then sums in the order autograd's own adds
+  // made them.
+  if (landed_[entry])
+    flat.add_(handed);
+  else
+    flat.copy_(handed);
+  landed_[entry] = 1;
+  handed.reset();  // so that the next backward hands over its gradient again
+}
+
+void ShardedDataParallel::zero_unlanded_gradients() {
+  // A parameter this step did not use keeps last step's gradient in the buffer: zeros, as without
+  // first_grad_copy (a parameter with no gradient is one with a zero gradient).
+  for (size_t i = 0; i < landed_.size(); ++i)
+    if (!landed_[i]) params_.entries()[i].grad.zero_();
 }
 
 void ShardedDataParallel::before_accumulate(size_t bucket) {
@@ -246,6 +289,7 @@ void ShardedDataParallel::poll() {
 }
 
 void ShardedDataParallel::finish() {
+  if (first_grad_copy_) zero_unlanded_gradients();
   if (!step_started_) return;
   // Whatever did not complete a round (parameters unused this step) is reduced now, in bucket
   // order on every rank; a bucket that received nothing still contributes its zeros once.

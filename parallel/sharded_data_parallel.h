@@ -61,9 +61,12 @@ class ShardedDataParallel final : public ParameterGate {
   // `params` must be laid out by zero_layout(zero_stage, dp_group.size(), ...) and hold the same
   // (initialised) values on every dp rank; stage 3 keeps only this rank's pieces from then on.
   // Parameters in a 16-bit dtype get fp32 master weights here (mixed precision). `reduce_dtype`:
-  // the dtype gradients are reduced in (Undefined: the gradient buffers' own).
+  // the dtype gradients are reduced in (Undefined: the gradient buffers' own). `first_grad_copy`
+  // (stages 0-1): autograd hands each gradient to this engine, which copies a parameter's first one of
+  // the step into the flat buffer and adds the later ones -- no zeroing pass over the buffer, and no
+  // read of its zeros; otherwise autograd adds into the zeroed buffer itself. The same sums either way.
   ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
-                      at::ScalarType reduce_dtype = at::ScalarType::Undefined);
+                      at::ScalarType reduce_dtype = at::ScalarType::Undefined, bool first_grad_copy = false);
   ~ShardedDataParallel() override;
   ShardedDataParallel(const ShardedDataParallel&) = delete;
   ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
@@ -122,6 +125,8 @@ class ShardedDataParallel final : public ParameterGate {
   struct BucketState;
   class GradientLanded;
   void before_accumulate(size_t bucket);
+  void land_gradient(size_t entry, const at::Tensor& param);
+  void zero_unlanded_gradients();
   void on_gradient_ready(size_t bucket);
   void launch_reduction(size_t bucket);
   void complete_reduction(size_t bucket);
@@ -151,6 +156,8 @@ class ShardedDataParallel final : public ParameterGate {
   std::vector<HookedParameter> hooked_;
   int arrivals_per_round_ = 1;
   bool step_started_ = false;
+  bool first_grad_copy_ = false;
+  std::vector<char> landed_;  // first_grad_copy: whether each entry's gradient landed this step
 };
 
 }  // namespace atl::parallel

@@ -275,8 +275,9 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
   // for each unit's parameters before using them (ZeRO-3 gathers them then).
-  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
-                                                                         p.zero, scalar_type(p.reduce_dtype));
+  const bool first_grad_copy = p.zero <= 1 && kernel_on(config.kernels.first_grad_copy, device.is_cuda());
+  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
+      *layout.params, layout.mesh->dp(), p.zero, scalar_type(p.reduce_dtype), first_grad_copy);
   parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
   const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
                              kernel_on(config.kernels.native_gqa, device.is_cuda()),
@@ -295,10 +296,11 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
   const OptimConfig& o = config.optim;
   const bool fused = kernel_on(config.kernels.fused_adamw, device.is_cuda());
+  const bool fused_clip = fused && kernel_on(config.kernels.fused_clip, device.is_cuda());
   layout.optimizer = std::make_unique<optim::FlatAdamW>(
       layout.data_parallel->optimizer_values(), layout.data_parallel->optimizer_grads(),
       decay_segments(*layout.data_parallel),
-      optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, fused});
+      optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, fused, fused_clip});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
   add_islands(config, world, layout, std::move(authentication));

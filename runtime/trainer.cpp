@@ -447,8 +447,7 @@ StepMetrics Trainer::train_step() {
   // A lazy checkpoint's snapshot must be taken before the state changes.
   const double checkpoint_wait = s.checkpoints->fence();
   if (finite) {
-    optim::clip_gradients(l.data_parallel->optimizer_grads(), grad_norm, c.optim.grad_clip);
-    l.optimizer->step(lr);
+    l.optimizer->step(lr, optim::clip_factor(grad_norm, c.optim.grad_clip));
   }
   // A skipped step still takes part in the islands' sync schedule; a stop leaves the state as it was.
   const int outer_islands =

@@ -463,6 +463,12 @@ const std::vector<Field>& fields() {
               "After warmup: cosine to min_lr, constant, or wsd (flat, then linear over the last 20%)."),
         kernels("fused_adamw", &KernelsConfig::fused_adamw,
                 "AdamW as ATen's fused multi-tensor kernel; auto: on a GPU."),
+        kernels("fused_clip", &KernelsConfig::fused_clip,
+                "Gradient clipping inside fused AdamW (its grad_scale) instead of a pass of its own; "
+                "with fused AdamW only; auto: on a GPU."),
+        kernels("first_grad_copy", &KernelsConfig::first_grad_copy,
+                "Each parameter's first gradient of a step copied into the gradient buffer instead of "
+                "zeroing it and adding: the same sums, two passes fewer; ZeRO 0-1 only; auto: on a GPU."),
         kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm,
                 "RMSNorm as at::rms_norm's fused kernel; auto: on a GPU."),
         kernels("native_gqa", &KernelsConfig::native_gqa,

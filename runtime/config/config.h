@@ -226,6 +226,12 @@ struct OptimConfig {
 struct KernelsConfig {
   // AdamW as ATen's fused multi-tensor kernel (_fused_adamw_: one pass) instead of ~9 passes.
   KernelChoice fused_adamw = KernelChoice::kAuto;
+  // Clipping's scale applied inside fused AdamW (its grad_scale) instead of a pass of its own over
+  // the gradients; with fused AdamW only.
+  KernelChoice fused_clip = KernelChoice::kAuto;
+  // Each parameter's first gradient of a step copied into the fp32 gradient buffer, later ones added,
+  // instead of zeroing the buffer for autograd to add into (ZeRO stages 0-1; the same sums).
+  KernelChoice first_grad_copy = KernelChoice::kAuto;
   // RMSNorm as at::rms_norm (one fused CUDA kernel each way where LibTorch has it) instead of ~7.
   KernelChoice fused_rms_norm = KernelChoice::kAuto;
   // Grouped-query attention inside SDPA (enable_gqa) instead of repeating each kv head.

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "comm/mpi_communicator.h"
+#include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "parallel/flat_parameters.h"
 #include "tests/mpi_test_env.h"
@@ -42,15 +43,35 @@ TEST(GradClip, GlobalNormCountsReplicatedParametersOnce) {
 
 TEST(GradClip, ScalesOnlyAboveTheThreshold) {
   auto world = atl::test::MpiTestEnv::runtime().world();
-  atl::parallel::FlatParameters flat = model_part(world->rank());
-  const at::Tensor before = flat.grads().clone();
+  const atl::parallel::FlatParameters flat = model_part(world->rank());
   const double norm = atl::optim::global_grad_norm(counted_pieces(flat, world->rank()), {world.get()});
 
-  EXPECT_EQ(atl::optim::clip_gradients(flat.grads(), norm, norm * 2), 1.0);
-  EXPECT_TRUE(flat.grads().equal(before));
+  EXPECT_EQ(atl::optim::clip_factor(norm, norm * 2), 1.0);
+  EXPECT_EQ(atl::optim::clip_factor(norm, 0.0), 1.0);  // clipping off
+  EXPECT_NEAR(atl::optim::clip_factor(norm, 1.0), 1.0 / (norm + 1e-6), 1e-15);
+}
 
-  const double factor = atl::optim::clip_gradients(flat.grads(), norm, 1.0);
-  EXPECT_NEAR(factor, 1.0 / (norm + 1e-6), 1e-15);
-  EXPECT_TRUE(at::allclose(flat.grads(), before * factor));
-  EXPECT_NEAR(atl::optim::global_grad_norm(counted_pieces(flat, world->rank()), {world.get()}), 1.0, 1e-6);
+// The optimizer applies the factor to its gradients before the update -- in a pass of its own, or
+// (fused_clip) inside the fused kernel, which writes the scaled gradients back: either way the
+// gradients end clipped to norm 1, and the two updates agree to fp32 rounding.
+TEST(GradClip, TheOptimizerScalesItsGradientsSeparatelyOrInsideTheFusedKernel) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  const double lr = 1e-2;
+  std::vector<at::Tensor> final_values;
+  for (const auto& [fused, fused_clip] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    SCOPED_TRACE(std::string("fused ") + (fused ? "on" : "off") + ", fused_clip " +
+                 (fused_clip ? "on" : "off"));
+    atl::parallel::FlatParameters flat = model_part(world->rank());
+    const at::Tensor before = flat.grads().clone();
+    const double norm = atl::optim::global_grad_norm(counted_pieces(flat, world->rank()), {world.get()});
+    const double factor = atl::optim::clip_factor(norm, 1.0);
+    atl::optim::FlatAdamW optimizer({flat.values()}, flat.grads(), {{0, flat.numel()}},
+                                    {0.9, 0.95, 1e-8, 0.1, fused, fused_clip});
+    optimizer.step(lr, factor);
+    EXPECT_TRUE(at::allclose(flat.grads(), before * factor, 1e-6, 0.0));
+    EXPECT_NEAR(atl::optim::global_grad_norm(counted_pieces(flat, world->rank()), {world.get()}), 1.0, 1e-6);
+    final_values.push_back(flat.values().clone());
+  }
+  EXPECT_LT((final_values[1] - final_values[0]).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((final_values[2] - final_values[0]).abs().max().item<double>(), 1e-6);
 }

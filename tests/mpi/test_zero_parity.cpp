@@ -73,6 +73,38 @@ TEST(ZeroParity, WithInterleavedPipeline) {
   expect_zero_parity(config, agreement);
 }
 
+// kernels.first_grad_copy (on by default on a GPU): each parameter's first gradient of a step is
+// copied into the flat buffer, not added to zeros -- the same sums, so the same training to the last
+// bit, with accumulation (later microbatches add), tied embeddings, pipeline stages (on 4 ranks) and
+// bf16's fp32 gradients, at ZeRO 0 and 1.
+TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
+  for (const int zero : {0, 1}) {
+    for (const auto precision : {atl::runtime::Precision::kFp32, atl::runtime::Precision::kBf16}) {
+      SCOPED_TRACE("ZeRO-" + std::to_string(zero) +
+                   (precision == atl::runtime::Precision::kBf16 ? " bf16" : " fp32"));
+      Config config = layout("first-grad-copy", 1, world_size() >= 4 ? 2 : 1);
+      config.parallel.zero = zero;
+      config.parallel.microbatches = 2;
+      config.model.tie_embeddings = true;
+      config.train.precision = precision;
+      config.train.eval_every = 1;  // only enables evaluation after training in the harness
+      config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOff;
+      config.run.dir += "-zeroed";
+      const atl::test::RunResult zeroed = atl::test::train(config, *atl::test::MpiTestEnv::runtime().world());
+      config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOn;
+      config.run.dir += "-copied";
+      const atl::test::RunResult copied = atl::test::train(config, *atl::test::MpiTestEnv::runtime().world());
+      EXPECT_EQ(copied.losses, zeroed.losses);
+      EXPECT_EQ(copied.grad_norms, zeroed.grad_norms);
+      atl::test::Agreement bitwise;
+      bitwise.bitwise = true;
+      atl::test::expect_runs_agree(copied, zeroed, bitwise);
+      for (const auto& [name, grad] : zeroed.first_step_grads)
+        EXPECT_TRUE(copied.first_step_grads.at(name).equal(grad)) << name;
+    }
+  }
+}
+
 class ZeroStage : public ::testing::TestWithParam<int> {};
 
 // The bytes of model state each rank allocates, measured from its live buffers after training
