@@ -1,9 +1,9 @@
 // Layout parity harness for multi-rank tests: trains the same config on one rank (rank 0, on a
 // communicator of its own, its results sent to the others) and on all launched ranks in the configured
-// layout, then checks that losses and pre-clip gradient norms agree within 1e-5 relative for every step, that
-// each rank's piece of every parameter (5e-5) and of the first step's gradients (1e-5) matches the matching
-// slice of the one-rank tensor, that validation losses agree, and that data-parallel replicas are bitwise
-// identical.
+// layout, then checks that losses and pre-clip gradient norms agree within 1e-5 relative for every
+// step (norms 1e-4 on a GPU), that each rank's piece of every parameter (5e-5) and of the first
+// step's gradients (1e-5) matches the matching slice of the one-rank tensor, that validation losses
+// agree, and that data-parallel replicas are bitwise identical.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -164,8 +164,12 @@ inline void expect_parity(const Config& config) {
   ASSERT_EQ(dp.losses.size(), reference.losses.size());
   for (size_t s = 0; s < dp.losses.size(); ++s)
     EXPECT_NEAR(dp.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
+  // An unclipped run's norm spikes (step 8 of the pipeline cases: 12.4 against ~2), and the spike
+  // magnifies the rounding of sums taken in another order: 5.6e-6 relative on the CPU, 2.2e-5 on an
+  // H100 in fp32 (2026-11-27, the same in three runs) where every other step agrees to ~1e-7.
+  const double grad_norm_tolerance = test_device() == atl::runtime::DeviceKind::kCuda ? 1e-4 : 1e-5;
   for (size_t s = 0; s < dp.grad_norms.size(); ++s)
-    EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], 1e-5 * reference.grad_norms[s])
+    EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], grad_norm_tolerance * reference.grad_norms[s])
         << "step " << s + 1;
   EXPECT_LT(dp.losses.back(), dp.losses.front() - 0.5) << "the loss should fall";
   const int tp_rank = world->rank() % config.parallel.tp;
