@@ -75,8 +75,9 @@ TEST(ZeroParity, WithInterleavedPipeline) {
 
 // kernels.first_grad_copy (on by default on a GPU): each parameter's first gradient of a step is
 // copied into the flat buffer, not added to zeros -- the same sums, so the same training to the last
-// bit, with accumulation (later microbatches add), tied embeddings, pipeline stages (on 4 ranks) and
-// bf16's fp32 gradients, at ZeRO 0 and 1.
+// bit, with accumulation (later microbatches add), tied embeddings, pipeline stages (on 4 ranks),
+// bf16's fp32 gradients and full recomputation (gradients landing from a backward inside a
+// backward), at ZeRO 0 and 1.
 TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
   for (const int zero : {0, 1}) {
     for (const auto precision : {atl::runtime::Precision::kFp32, atl::runtime::Precision::kBf16}) {
@@ -87,6 +88,8 @@ TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
       config.parallel.microbatches = 2;
       config.model.tie_embeddings = true;
       config.train.precision = precision;
+      if (precision == atl::runtime::Precision::kBf16)
+        config.train.recompute = atl::runtime::Recompute::kFull;
       config.train.eval_every = 1;  // only enables evaluation after training in the harness
       config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOff;
       config.run.dir += "-zeroed";
