@@ -19,7 +19,8 @@
 # (default 90). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5) and
 # "profile" (6); all three by default; "build" runs none (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
 # the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
-# on a machine still warm from the first finds the build done (seconds).
+# on a machine still warm from the first rebuilds only what changed (its dependencies kept, and the
+# unchanged files' times given back: scripts/source_times.py).
 # Everything lands in OUT_DIR: results.txt (every figure and the device that gave it; the last lines
 # are the summary) and logs.tar.gz (every log). A failed phase is reported and the next one runs.
 # Usage: bash scripts/gpu_check.sh [OUT_DIR=${OUT:-runs/gpu-check}]
@@ -121,7 +122,15 @@ device=cuda
 if [[ $rehearsal == 1 ]]; then
   device=cpu
 else
-  phase deps 60 bash scripts/gpu_deps.sh unpack "$deps" || exit 1
+  # A second call on a warm machine keeps the unpacked dependencies when .gpu-deps is the same: new
+  # header times would make the whole build stale.
+  deps_sum=$(cat .gpu-deps/*.deb .gpu-deps/*.whl 2>/dev/null | sha256sum | cut -c1-16)
+  if [[ -f $deps/env.sh && $(cat "$deps/.bundle-sum" 2>/dev/null) == "$deps_sum" ]]; then
+    note "phase deps: kept from the last call (the same .gpu-deps)"
+  else
+    phase deps 60 bash scripts/gpu_deps.sh unpack "$deps" || exit 1
+    echo "$deps_sum" >"$deps/.bundle-sum"
+  fi
   # shellcheck disable=SC1091  # written by gpu_deps.sh unpack
   source "$deps/env.sh"
   export ATOLL_CMAKE_ARGS="-DATOLL_WITH_CUDA=ON -DATOLL_TORCH_PYTHON=$(command -v python3) ${ATOLL_CMAKE_ARGS:-}"
@@ -133,7 +142,13 @@ fi
 gpu_tests=$(sed -n 's/^ *atoll_mpi_test(\([a-z_0-9]*\) .*GPU_NP.*/\1/p' tests/mpi/tests.cmake tests/gpu/tests.cmake)
 # shellcheck disable=SC2206  # a list of target names, split on blanks
 gpu_binaries=(${ATOLL_GPU_CHECK_BINARIES:-atoll atoll_unit_tests $gpu_tests})
+# The copied tree's files are all newer than the build/ a warm machine kept: unchanged ones get their
+# recorded times back, so that only what changed is rebuilt (scripts/source_times.py).
+source_record=build/.source-times.json
+python3 scripts/source_times.py restore "$source_record" 2>&1 | tee -a "$results"
+rm -f "$source_record"
 phase build 240 bash scripts/build.sh "${gpu_binaries[@]}" || exit 1
+python3 scripts/source_times.py save "$source_record" >"$out/logs/source_times.log" 2>&1
 grep -E "^-- Atoll:" build/configure.log | tee -a "$results"
 build/bin/atoll --version | sed 's/^/version: /' | tee -a "$results"
 
