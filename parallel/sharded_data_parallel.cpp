@@ -207,6 +207,7 @@ void ShardedDataParallel::start_step(int backwards_per_step) {
 
 void ShardedDataParallel::land_gradient(size_t entry, const at::Tensor& param) {
   at::Tensor& handed = param.mutable_grad();
+  if (!handed.defined()) return;  // autograd calls the hook only with a gradient; nothing to land
   const at::Tensor& flat = params_.entries()[entry].grad;
   // First gradient of the step: a copy (exactly 0 + g); then sums in the order autograd's own adds
   // made them.

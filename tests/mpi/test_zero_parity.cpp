@@ -75,15 +75,18 @@ TEST(ZeroParity, WithInterleavedPipeline) {
 
 // kernels.first_grad_copy (on by default on a GPU): each parameter's first gradient of a step is
 // copied into the flat buffer, not added to zeros -- the same sums, so the same training to the last
-// bit, with accumulation (later microbatches add), tied embeddings, pipeline stages (on 4 ranks),
-// bf16's fp32 gradients and full recomputation (gradients landing from a backward inside a
-// backward), at ZeRO 0 and 1.
+// bit, with accumulation (later microbatches add), tied embeddings, pipeline stages and tensor
+// parallelism with SP (on 4 ranks), bf16's fp32 gradients and full recomputation (gradients
+// landing from a backward inside a backward), at ZeRO 0 and 1.
 TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
   for (const int zero : {0, 1}) {
     for (const auto precision : {atl::runtime::Precision::kFp32, atl::runtime::Precision::kBf16}) {
       SCOPED_TRACE("ZeRO-" + std::to_string(zero) +
                    (precision == atl::runtime::Precision::kBf16 ? " bf16" : " fp32"));
-      Config config = layout("first-grad-copy", 1, world_size() >= 4 ? 2 : 1);
+      // On 4 ranks: PP=2 x DP=2 at ZeRO-0, TP=2 (+SP) x DP=2 at ZeRO-1.
+      const bool four = world_size() >= 4;
+      Config config = layout("first-grad-copy", four && zero == 1 ? 2 : 1, four && zero == 0 ? 2 : 1);
+      config.parallel.sequence_parallel = config.parallel.tp > 1;
       config.parallel.zero = zero;
       config.parallel.microbatches = 2;
       config.model.tie_embeddings = true;
