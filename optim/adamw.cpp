@@ -58,15 +58,10 @@ void FlatAdamW::build_fused_runs() {
   for (Runs* runs : {&decayed_, &undecayed_}) runs->steps.assign(runs->values.size(), step_count_);
 }
 
-void FlatAdamW::fused_step(double lr, double grad_factor) {
+void FlatAdamW::fused_step(double lr, double kernel_grad_factor) {
   step_count_.fill_(static_cast<double>(step_));
-  const bool scales_inside = options_.fused_clip && grad_factor != 1.0;
-  if (scales_inside)
-    grad_scale_.fill_(1.0 / grad_factor);  // the kernel divides: grad / (1 / factor)
-  else if (grad_factor != 1.0)
-    grads_.mul_(grad_factor);
   std::optional<at::Tensor> grad_scale;
-  if (scales_inside) grad_scale = grad_scale_;
+  if (kernel_grad_factor != 1.0) grad_scale = grad_scale_.fill_(1.0 / kernel_grad_factor);  // it divides
   for (const bool decayed : {true, false}) {
     Runs& runs = decayed ? decayed_ : undecayed_;
     if (runs.values.empty()) continue;
@@ -80,11 +75,12 @@ void FlatAdamW::fused_step(double lr, double grad_factor) {
 void FlatAdamW::step(double lr, double grad_factor) {
   at::NoGradGuard no_grad;
   ++step_;
+  const bool scales_in_kernel = options_.fused && options_.fused_clip;
+  if (grad_factor != 1.0 && !scales_in_kernel) grads_.mul_(grad_factor);
   if (options_.fused) {
-    fused_step(lr, grad_factor);
+    fused_step(lr, scales_in_kernel ? grad_factor : 1.0);
     return;
   }
-  if (grad_factor != 1.0) grads_.mul_(grad_factor);
   // Decoupled weight decay on the decayed runs, each cut at segment boundaries.
   if (options_.weight_decay != 0.0) {
     for (const DecaySegment& d : decay_) {

@@ -63,7 +63,8 @@ class FlatAdamW {
     std::vector<at::Tensor> steps;  // step_count_ once per run: the kernel takes a step per tensor
   };
   void build_fused_runs();
-  void fused_step(double lr, double grad_factor);
+  // `kernel_grad_factor` != 1: the kernel scales the gradients (fused_clip).
+  void fused_step(double lr, double kernel_grad_factor);
   Runs decayed_, undecayed_;
   at::Tensor step_count_;  // fp32 on the device: the kernel reads the bias-correction step from it
   at::Tensor grad_scale_;  // fp32 on the device: the kernel divides the gradients by it (fused_clip)

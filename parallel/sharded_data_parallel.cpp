@@ -136,7 +136,7 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
 
   // Nothing to reduce and nothing to land: no hooks, no overhead.
   if (group_.size() == 1 && stage_ == 0 && !first_grad_copy_) return;
-  landed_.assign(params.entries().size(), 0);
+  if (first_grad_copy_) landed_.assign(params.entries().size(), 0);
   for (size_t i = 0; i < params.entries().size(); ++i) {
     const FlatEntry& e = params.entries()[i];
     // Without a .grad of its own, autograd hands the parameter its gradient tensor for the hook to land.
