@@ -42,6 +42,9 @@ class ShardedDataParallel::GradientLanded final : public torch::autograd::PostAc
   GradientLanded(ShardedDataParallel& engine, size_t entry, size_t bucket)
       : engine_(engine), entry_(entry), bucket_(bucket) {}
   void operator()(const torch::autograd::Variable& param) override {
+    // A recomputed region hands its parameters' gradients on through autograd, undefined for those
+    // the sink took: their arrival was counted when the sink received them.
+    if (!param.grad().defined() && engine_.lands_in_sink(entry_)) return;
     if (engine_.first_grad_copy_) engine_.land_gradient(entry_, param);
     engine_.on_gradient_ready(bucket_);
   }
@@ -76,10 +79,23 @@ class RegatherForBackward : public torch::autograd::Function<RegatherForBackward
   }
 };
 
+// dy^T x into `out`, in out's dtype: at::linear's backward product (the same matrix product) where
+// the dtypes agree; with 16-bit operands and an fp32 buffer (mixed precision) accumulated and
+// written in fp32 -- by cuBLAS itself on a GPU -- never rounded to 16 bits on the way.
+void weight_gradient_into(at::Tensor& out, const at::Tensor& dy_t, const at::Tensor& x) {
+  if (out.scalar_type() == x.scalar_type())
+    at::mm_out(out, dy_t, x);
+  else if (out.is_cuda())
+    at::mm_out(out, dy_t, x, out.scalar_type());
+  else
+    at::mm_out(out, dy_t.to(out.scalar_type()), x.to(out.scalar_type()));
+}
+
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
-                                         at::ScalarType reduce_dtype, bool first_grad_copy)
+                                         at::ScalarType reduce_dtype, bool first_grad_copy,
+                                         bool fused_weight_gradients)
     : params_(params),
       group_(dp_group),
       stage_(zero_stage),
@@ -88,6 +104,9 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   if (stage_ < 0 || stage_ > 3) throw std::invalid_argument("ZeRO stage must be 0, 1, 2 or 3");
   if (first_grad_copy_ && stage_ >= 2)
     throw std::invalid_argument("ShardedDataParallel: first_grad_copy is for ZeRO stages 0-1");
+  // Landing a product relies on first_grad_copy's record of what landed this step.
+  if (fused_weight_gradients && !first_grad_copy_)
+    throw std::invalid_argument("ShardedDataParallel: fused_weight_gradients needs first_grad_copy");
   const std::vector<FlatBucket>& buckets = params.buckets();
   buckets_.resize(buckets.size());
   int64_t shard_numel = 0;
@@ -137,6 +156,10 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   // Nothing to reduce and nothing to land: no hooks, no overhead.
   if (group_.size() == 1 && stage_ == 0 && !first_grad_copy_) return;
   if (first_grad_copy_) landed_.assign(params.entries().size(), 0);
+  if (fused_weight_gradients)
+    for (size_t i = 0; i < params.entries().size(); ++i)
+      if (params.entries()[i].value.dim() == 2)
+        sink_entries_.emplace(params.entries()[i].value.data_ptr(), i);
   for (size_t i = 0; i < params.entries().size(); ++i) {
     const FlatEntry& e = params.entries()[i];
     // Without a .grad of its own, autograd hands the parameter its gradient tensor for the hook to land.
@@ -217,6 +240,28 @@ void ShardedDataParallel::land_gradient(size_t entry, const at::Tensor& param) {
     flat.copy_(handed);
   landed_[entry] = 1;
   handed.reset();  // so that the next backward hands over its gradient again
+}
+
+bool ShardedDataParallel::receives(const at::Tensor& weight) const {
+  auto it = sink_entries_.find(weight.data_ptr());
+  return it != sink_entries_.end() && params_.entries()[it->second].value.sizes() == weight.sizes();
+}
+
+void ShardedDataParallel::land_weight_gradient(const at::Tensor& weight, const at::Tensor& dy_rows,
+                                               const at::Tensor& x_rows) {
+  const size_t entry = sink_entries_.at(weight.data_ptr());
+  at::Tensor flat = params_.entries()[entry].grad.view(weight.sizes());
+  // The step's first lands in place of the product's own output; later ones are added, as
+  // first_grad_copy adds autograd's.
+  if (landed_[entry]) {
+    at::Tensor product = at::empty_like(flat);
+    weight_gradient_into(product, dy_rows.t(), x_rows);
+    flat.add_(product);
+  } else {
+    weight_gradient_into(flat, dy_rows.t(), x_rows);
+  }
+  landed_[entry] = 1;
+  on_gradient_ready(params_.entries()[entry].bucket);
 }
 
 void ShardedDataParallel::zero_unlanded_gradients() {

@@ -37,6 +37,7 @@
 #include "comm/communicator.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/parameter_gate.h"
+#include "parallel/weight_gradient_sink.h"
 
 namespace atl::parallel {
 
@@ -56,7 +57,7 @@ struct ShardSpan {
   int64_t numel;
 };
 
-class ShardedDataParallel final : public ParameterGate {
+class ShardedDataParallel final : public ParameterGate, public WeightGradientSink {
  public:
   // `params` must be laid out by zero_layout(zero_stage, dp_group.size(), ...) and hold the same
   // (initialised) values on every dp rank; stage 3 keeps only this rank's pieces from then on.
@@ -65,8 +66,11 @@ class ShardedDataParallel final : public ParameterGate {
   // (stages 0-1): autograd hands each gradient to this engine, which copies a parameter's first one of
   // the step into the flat buffer and adds the later ones -- no zeroing pass over the buffer, and no
   // read of its zeros; otherwise autograd adds into the zeroed buffer itself. The same sums either way.
+  // `fused_weight_gradients` (with first_grad_copy): the engine is also a WeightGradientSink for
+  // every 2-D parameter, so linear layers write their weight gradients into the buffer themselves.
   ShardedDataParallel(FlatParameters& params, comm::Communicator& dp_group, int zero_stage,
-                      at::ScalarType reduce_dtype = at::ScalarType::Undefined, bool first_grad_copy = false);
+                      at::ScalarType reduce_dtype = at::ScalarType::Undefined, bool first_grad_copy = false,
+                      bool fused_weight_gradients = false);
   ~ShardedDataParallel() override;
   ShardedDataParallel(const ShardedDataParallel&) = delete;
   ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
@@ -121,11 +125,17 @@ class ShardedDataParallel final : public ParameterGate {
   void acquire(int unit, int next) override;
   at::Tensor release_after(int unit, const at::Tensor& output, int backward_next) override;
 
+  // WeightGradientSink (with fused_weight_gradients; else it receives nothing).
+  bool receives(const at::Tensor& weight) const override;
+  void land_weight_gradient(const at::Tensor& weight, const at::Tensor& dy_rows,
+                            const at::Tensor& x_rows) override;
+
  private:
   struct BucketState;
   class GradientLanded;
   void before_accumulate(size_t bucket);
   void land_gradient(size_t entry, const at::Tensor& param);
+  bool lands_in_sink(size_t entry) const { return receives(params_.entries()[entry].value); }
   void zero_unlanded_gradients();
   void on_gradient_ready(size_t bucket);
   void launch_reduction(size_t bucket);
@@ -158,6 +168,8 @@ class ShardedDataParallel final : public ParameterGate {
   bool step_started_ = false;
   bool first_grad_copy_ = false;
   std::vector<char> landed_;  // first_grad_copy: whether each entry's gradient landed this step
+  // fused_weight_gradients: the entry of each 2-D parameter, by the address of its values.
+  std::unordered_map<const void*, size_t> sink_entries_;
 };
 
 }  // namespace atl::parallel

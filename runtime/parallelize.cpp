@@ -276,8 +276,11 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
   // for each unit's parameters before using them (ZeRO-3 gathers them then).
   const bool first_grad_copy = p.zero <= 1 && kernel_on(config.kernels.first_grad_copy, device.is_cuda());
-  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
-      *layout.params, layout.mesh->dp(), p.zero, scalar_type(p.reduce_dtype), first_grad_copy);
+  const bool fused_weight_grad =
+      first_grad_copy && kernel_on(config.kernels.fused_weight_grad, device.is_cuda());
+  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
+                                                                         p.zero, scalar_type(p.reduce_dtype),
+                                                                         first_grad_copy, fused_weight_grad);
   parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
   const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
                              kernel_on(config.kernels.native_gqa, device.is_cuda()),
@@ -285,9 +288,9 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                              kernel_on(config.kernels.fused_rope, device.is_cuda()),
                              kernel_on(config.kernels.fused_cross_entropy, device.is_cuda())};
   for (const ModelPart& part : parts)
-    layout.chunks.push_back(std::make_unique<LlamaModel>(config.model, *layout.params, layout.mesh->tp(),
-                                                         p.sequence_parallel, part, gate, kernels,
-                                                         config.train.recompute));
+    layout.chunks.push_back(std::make_unique<LlamaModel>(
+        config.model, *layout.params, layout.mesh->tp(), p.sequence_parallel, part, gate, kernels,
+        config.train.recompute, fused_weight_grad ? layout.data_parallel.get() : nullptr));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);

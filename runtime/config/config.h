@@ -232,6 +232,10 @@ struct KernelsConfig {
   // Each parameter's first gradient of a step copied into the fp32 gradient buffer, later ones added,
   // instead of zeroing the buffer for autograd to add into (ZeRO stages 0-1; the same sums).
   KernelChoice first_grad_copy = KernelChoice::kAuto;
+  // Decoder layers' linear weight gradients written by their matrix product straight into the
+  // gradient buffer instead of copied there from autograd (Megatron's gradient_accumulation_fusion);
+  // where first_grad_copy is on.
+  KernelChoice fused_weight_grad = KernelChoice::kAuto;
   // RMSNorm as at::rms_norm (one fused CUDA kernel each way where LibTorch has it) instead of ~7.
   KernelChoice fused_rms_norm = KernelChoice::kAuto;
   // Grouped-query attention inside SDPA (enable_gqa) instead of repeating each kv head.

@@ -147,7 +147,8 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
                        comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
-                       parallel::ParameterGate* gate, const ModelKernels& kernels, Recompute recompute)
+                       parallel::ParameterGate* gate, const ModelKernels& kernels, Recompute recompute,
+                       parallel::WeightGradientSink* weight_gradients)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
@@ -156,6 +157,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       gate_(gate),
       kernels_(kernels),
       recompute_(recompute),
+      weight_gradients_(weight_gradients),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   if (part_.embedding || (part_.head && config.tie_embeddings))
     embed_ = params.value("model.embed_tokens.weight");
@@ -192,6 +194,11 @@ at::Tensor LlamaModel::exit_tp(const at::Tensor& partial) const {
                             : parallel::reduce_from_tp_region(partial, tp_);
 }
 
+at::Tensor LlamaModel::linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
+                              Product use) const {
+  return linear_through(tape, x, weight, use, weight_gradients_);
+}
+
 at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in) const {
   // With sequence parallelism each rank normalises only its positions, so the (replicated) weight's
   // gradient is partial: entering it through copy_to_tp_region all-reduces it over tp in backward.
@@ -207,11 +214,9 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
   const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
   const int64_t heads = w.wq.size(0) / head_dim_, kv_heads = w.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
-  at::Tensor q = linear_through(tape, x_tp, w.wq, qkv).view({batch, seq, heads, head_dim_}).transpose(1, 2);
-  at::Tensor k =
-      linear_through(tape, x_tp, w.wk, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
-  at::Tensor v =
-      linear_through(tape, x_tp, w.wv, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor q = linear(tape, x_tp, w.wq, qkv).view({batch, seq, heads, head_dim_}).transpose(1, 2);
+  at::Tensor k = linear(tape, x_tp, w.wk, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
+  at::Tensor v = linear(tape, x_tp, w.wv, qkv).view({batch, seq, kv_heads, head_dim_}).transpose(1, 2);
   const at::Tensor cos = rope_cos_.narrow(0, 0, seq), sin = rope_sin_.narrow(0, 0, seq);
   const auto rope = [&](const at::Tensor& x) {
     return kernels_.fused_rope && fused_rope_takes(x, cos, sin) ? fused_rope(x, cos, sin)
@@ -244,16 +249,16 @@ at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tens
                                     const at::Tensor& attended, LinearTape* tape) const {
   const int64_t batch = attended.size(0), heads = attended.size(1), seq = attended.size(2);
   const at::Tensor merged = attended.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
-  const at::Tensor h1 = h + exit_tp(linear_through(tape, merged, w.wo));  // o_proj: row-parallel
+  const at::Tensor h1 = h + exit_tp(linear(tape, merged, w.wo));  // o_proj: row-parallel
   // SwiGLU: gate and up column-parallel, down row-parallel.
   const at::Tensor x = enter_tp(rms_norm(h1, w.norm));
   // Two statements: a tape hands its products back in the order they were taken.
-  const at::Tensor gate_in = linear_through(tape, x, w.w_gate);
-  const at::Tensor up = linear_through(tape, x, w.w_up);
+  const at::Tensor gate_in = linear(tape, x, w.w_gate);
+  const at::Tensor up = linear(tape, x, w.w_up);
   const at::Tensor product = kernels_.fused_swiglu && fused_swiglu_takes(gate_in, up)
                                  ? fused_swiglu(gate_in, up)
                                  : at::silu(gate_in) * up;
-  return h1 + exit_tp(linear_through(tape, product, w.w_down, Product::kNotReread));
+  return h1 + exit_tp(linear(tape, product, w.w_down, Product::kNotReread));
 }
 
 LlamaModel::AttentionInWeights LlamaModel::attention_in_weights(const std::vector<at::Tensor>& list,

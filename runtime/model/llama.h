@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/parameter_gate.h"
+#include "parallel/weight_gradient_sink.h"
 #include "runtime/config/config.h"
 #include "runtime/model/recompute.h"
 
@@ -57,10 +58,13 @@ class LlamaModel {
   // matching ParamInfo::unit. Null: parameters are always present.
   // `recompute`: what each decoder layer keeps for its backward when gradients are recorded
   // (recompute.h; evaluation and inference never record, so never recompute).
+  // `weight_gradients`: where the decoder layers' linear weights land their gradients (the
+  // data-parallel engine's buffer, kernels.fused_weight_grad; sink_linear.h). Null: autograd's .grad.
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
              bool sequence_parallel = false, const ModelPart& part = {},
              parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {},
-             Recompute recompute = Recompute::kNone);
+             Recompute recompute = Recompute::kNone,
+             parallel::WeightGradientSink* weight_gradients = nullptr);
   static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
@@ -126,6 +130,9 @@ class LlamaModel {
   // Whether the kernel is the fused one, which keeps no [seq, seq] probabilities for backward.
   bool attention_kernel_is_fused(const at::Tensor& like) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  // A decoder layer's x W^T (recompute.h's linear_through, landing W's gradient in weight_gradients_).
+  at::Tensor linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
+                    Product use = Product::kRereadInBackward) const;
   // Into the tensor-parallel region before a column-parallel layer, and out of it after a
   // row-parallel one: copy / all-reduce, or with sequence parallelism all-gather / reduce-scatter
   // along the sequence.
@@ -143,6 +150,7 @@ class LlamaModel {
   parallel::ParameterGate* gate_;
   ModelKernels kernels_;
   Recompute recompute_;
+  parallel::WeightGradientSink* weight_gradients_;
   std::vector<int> units_;  // the parameter units this part uses, in forward order
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;

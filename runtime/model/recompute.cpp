@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "runtime/model/sink_linear.h"
+
 namespace atl::runtime {
 namespace {
 
@@ -93,7 +95,8 @@ class RecomputedRegion : public torch::autograd::Function<RecomputedRegion> {
 
 }  // namespace
 
-at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Product use) {
+at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Product use,
+                              parallel::WeightGradientSink* sink) {
   if (!replaying_) {
     at::Tensor product = at::linear(x, weight);
     kept_.push_back(use == Product::kRereadInBackward ? product : at::Tensor());
@@ -105,6 +108,7 @@ at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Pro
     shape.back() = weight.size(0);
     product = at::zeros({}, x.options()).expand(shape);
   }
+  if (lands_in_sink(sink, x, weight)) return linear_landing_in_sink(x, weight, *sink, product);
   return KeptLinear::apply(x, weight, product);
 }
 
@@ -113,8 +117,11 @@ void LinearTape::rewind() {
   next_ = 0;
 }
 
-at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight, Product use) {
-  return tape ? tape->linear(x, weight, use) : at::linear(x, weight);
+at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight, Product use,
+                          parallel::WeightGradientSink* sink) {
+  if (tape) return tape->linear(x, weight, use, sink);
+  if (lands_in_sink(sink, x, weight)) return linear_landing_in_sink(x, weight, *sink);
+  return at::linear(x, weight);
 }
 
 std::vector<at::Tensor> run_recomputed(Region region, const std::vector<at::Tensor>& inputs,

@@ -14,6 +14,8 @@
 #include <functional>
 #include <vector>
 
+#include "parallel/weight_gradient_sink.h"
+
 namespace atl::runtime {
 
 // What a region's rerun needs of a linear layer's product: its value (read by the ops after it,
@@ -29,8 +31,10 @@ class LinearTape {
  public:
   // x W^T. First run: computes it and keeps it if `use` says the rerun reads it. Rerun: the kept
   // product (or zeros), wired into autograd so that backward computes x's and W's gradients as
-  // at::linear's backward does -- from x and W, never from the product.
-  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, Product use);
+  // at::linear's backward does -- from x and W, never from the product -- W's into `sink` where
+  // lands_in_sink says so.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, Product use,
+                    parallel::WeightGradientSink* sink = nullptr);
   // Before the rerun: hand the kept products back from the first.
   void rewind();
 
@@ -40,9 +44,11 @@ class LinearTape {
   bool replaying_ = false;
 };
 
-// x W^T through `tape` where there is one, else at::linear.
+// x W^T through `tape` where there is one, else at::linear -- or, where lands_in_sink says so,
+// with W's gradient landing in `sink` (sink_linear.h).
 at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
-                          Product use = Product::kRereadInBackward);
+                          Product use = Product::kRereadInBackward,
+                          parallel::WeightGradientSink* sink = nullptr);
 
 // A region: its outputs from its inputs and the parameters it reads (it must read them from
 // `parameters`, nothing else); linear layers go through `tape` (null: computed).

@@ -81,8 +81,14 @@ TEST(ZeroParity, WithInterleavedPipeline) {
 TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
   for (const int zero : {0, 1}) {
     for (const auto precision : {atl::runtime::Precision::kFp32, atl::runtime::Precision::kBf16}) {
+      // Each way a decoder layer's linear can run: plain, rerun with its kept product (selective),
+      // rerun computing it (full).
+      const auto recompute = precision == atl::runtime::Precision::kBf16 ? atl::runtime::Recompute::kFull
+                             : zero == 1                                 ? atl::runtime::Recompute::kSelective
+                                                                         : atl::runtime::Recompute::kNone;
       SCOPED_TRACE("ZeRO-" + std::to_string(zero) +
-                   (precision == atl::runtime::Precision::kBf16 ? " bf16" : " fp32"));
+                   (precision == atl::runtime::Precision::kBf16 ? " bf16" : " fp32") + " recompute " +
+                   std::to_string(static_cast<int>(recompute)));
       // On 4 ranks: PP=2 x DP=2 at ZeRO-0, TP=2 (+SP) x DP=2 at ZeRO-1.
       const bool four = world_size() >= 4;
       Config config = layout("first-grad-copy", four && zero == 1 ? 2 : 1, four && zero == 0 ? 2 : 1);
@@ -91,22 +97,46 @@ TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
       config.parallel.microbatches = 2;
       config.model.tie_embeddings = true;
       config.train.precision = precision;
-      if (precision == atl::runtime::Precision::kBf16)
-        config.train.recompute = atl::runtime::Recompute::kFull;
+      config.train.recompute = recompute;
       config.train.eval_every = 1;  // only enables evaluation after training in the harness
       config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOff;
+      config.kernels.fused_weight_grad = atl::runtime::KernelChoice::kOff;
       config.run.dir += "-zeroed";
       const atl::test::RunResult zeroed = atl::test::train(config, *atl::test::MpiTestEnv::runtime().world());
-      config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOn;
-      config.run.dir += "-copied";
-      const atl::test::RunResult copied = atl::test::train(config, *atl::test::MpiTestEnv::runtime().world());
-      EXPECT_EQ(copied.losses, zeroed.losses);
-      EXPECT_EQ(copied.grad_norms, zeroed.grad_norms);
-      atl::test::Agreement bitwise;
-      bitwise.bitwise = true;
-      atl::test::expect_runs_agree(copied, zeroed, bitwise);
-      for (const auto& [name, grad] : zeroed.first_step_grads)
-        EXPECT_TRUE(copied.first_step_grads.at(name).equal(grad)) << name;
+      // Copied from autograd's gradients, then also written by the weight-gradient products.
+      for (const auto fused_weight_grad :
+           {atl::runtime::KernelChoice::kOff, atl::runtime::KernelChoice::kOn}) {
+        const bool fused = fused_weight_grad == atl::runtime::KernelChoice::kOn;
+        SCOPED_TRACE(fused ? "first_grad_copy + fused_weight_grad" : "first_grad_copy");
+        config.kernels.first_grad_copy = atl::runtime::KernelChoice::kOn;
+        config.kernels.fused_weight_grad = fused_weight_grad;
+        config.run.dir += fused ? "-fused" : "-copied";
+        const atl::test::RunResult copied =
+            atl::test::train(config, *atl::test::MpiTestEnv::runtime().world());
+        // Under mixed precision the products land in the fp32 buffer without autograd's rounding
+        // of each to bf16 (2^-9 relative at most): the first step's gradients close, not equal, and
+        // bf16 training carries the difference on (1% in a grad norm by step 12 here; a gradient
+        // landed twice or lost shows at step 1).
+        if (fused && precision == atl::runtime::Precision::kBf16) {
+          EXPECT_EQ(copied.losses.front(), zeroed.losses.front());  // the same forward
+          EXPECT_NEAR(copied.grad_norms.front(), zeroed.grad_norms.front(), 1e-3 * zeroed.grad_norms.front());
+          atl::test::expect_runs_agree(copied, zeroed, {1e-3, 2e-2, 1e-2, false});
+          for (const auto& [name, grad] : zeroed.first_step_grads) {
+            EXPECT_LT(atl::test::relative_error(copied.first_step_grads.at(name), grad), 2e-3) << name;
+            if (name.find("proj") != std::string::npos) {  // a decoder layer's linear: the sink's product
+              EXPECT_FALSE(copied.first_step_grads.at(name).equal(grad)) << name << ": not rounded to bf16";
+            }
+          }
+          continue;
+        }
+        EXPECT_EQ(copied.losses, zeroed.losses);
+        EXPECT_EQ(copied.grad_norms, zeroed.grad_norms);
+        atl::test::Agreement bitwise;
+        bitwise.bitwise = true;
+        atl::test::expect_runs_agree(copied, zeroed, bitwise);
+        for (const auto& [name, grad] : zeroed.first_step_grads)
+          EXPECT_TRUE(copied.first_step_grads.at(name).equal(grad)) << name;
+      }
     }
   }
 }

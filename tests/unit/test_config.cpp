@@ -317,7 +317,7 @@ train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequen
             profile_start: 4, profile_steps: 2 }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
-kernels:  { fused_adamw: false, fused_clip: true, first_grad_copy: false, fused_rms_norm: true, native_gqa: false,
+kernels:  { fused_adamw: false, fused_clip: true, first_grad_copy: false, fused_weight_grad: true, fused_rms_norm: true, native_gqa: false,
             fused_swiglu: true, fused_rope: false, fused_cross_entropy: false, attention: cudnn }
 data:     { train: "~", val: "true", tokenizer: "no" }
 checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, resume: none }

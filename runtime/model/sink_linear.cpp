@@ -1,0 +1,56 @@
+#include "runtime/model/sink_linear.h"
+
+#include <torch/torch.h>
+
+namespace atl::runtime {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The product is computed by the caller (autograd's inputs must be defined tensors). The weight enters
+// detached, so autograd records no edge to it: its gradient leaves through the sink alone. Contexts keep only
+// IValues: the sink travels as its address (it outlives every graph built during training, as the
+// data-parallel engine does).
+class SinkLinear : public torch::autograd::Function<SinkLinear> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& detached_weight,
+                            const at::Tensor& product, parallel::WeightGradientSink* sink) {
+    ctx->save_for_backward({x, detached_weight});
+    ctx->saved_data["sink"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(sink));
+    return product.view_as(product);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1];
+    variable_list result(4);
+    if (!grads[0].defined()) return result;
+    auto* sink = reinterpret_cast<parallel::WeightGradientSink*>(
+        static_cast<intptr_t>(ctx->saved_data["sink"].toInt()));
+    // at::linear's backward over the flattened rows: dx = dy W, dW = dy^T x.
+    const at::Tensor dy = grads[0].reshape({-1, grads[0].size(-1)});
+    if (ctx->needs_input_grad(0)) result[0] = dy.mm(weight).reshape(x.sizes());
+    sink->land_weight_gradient(weight, dy, x.reshape({-1, x.size(-1)}));
+    return result;
+  }
+};
+
+}  // namespace
+
+bool lands_in_sink(const parallel::WeightGradientSink* sink, const at::Tensor& x, const at::Tensor& weight) {
+  return sink && at::GradMode::is_enabled() && weight.requires_grad() && x.requires_grad() &&
+         sink->receives(weight);
+}
+
+at::Tensor linear_landing_in_sink(const at::Tensor& x, const at::Tensor& weight,
+                                  parallel::WeightGradientSink& sink, const at::Tensor& product) {
+  const at::Tensor detached = weight.detach();
+  at::Tensor y = product;
+  if (!y.defined()) {
+    at::NoGradGuard no_grad;  // as inside a custom function's forward: recorded by SinkLinear alone
+    y = at::linear(x, detached);
+  }
+  return SinkLinear::apply(x, detached, y, &sink);
+}
+
+}  // namespace atl::runtime
