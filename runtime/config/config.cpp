@@ -471,8 +471,8 @@ const std::vector<Field>& fields() {
                 "zeroing it and adding: the same sums, two passes fewer; ZeRO 0-1 only; auto: on a GPU."),
         kernels("fused_weight_grad", &KernelsConfig::fused_weight_grad,
                 "Decoder layers' weight gradients written by their matrix product into the gradient "
-                "buffer instead of copied there: the same sums, two passes fewer; where first_grad_copy "
-                "is on; auto: on a GPU."),
+                "buffer instead of copied there (under bf16 unrounded); where first_grad_copy is on; "
+                "auto: on a GPU."),
         kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm,
                 "RMSNorm as at::rms_norm's fused kernel; auto: on a GPU."),
         kernels("native_gqa", &KernelsConfig::native_gqa,
