@@ -1,62 +1,56 @@
 #!/usr/bin/env bash
-# The islands quality experiment on a lent GPU machine (issue 41), one part per call:
+# The islands quality experiment on a lent GPU machine (issue 55), one call:
 #
-#   bash scripts/gpu_islands.sh prepare          here (the CPU machine, with build/bin/atoll): the
-#       subword corpus (an 8,192-piece SentencePiece model trained on the Python documentation, and
-#       its token shards, as examples/pydocs/run_subword.sh makes them) into data/pydocs-sp8k and a
-#       copy in .gpu-deps/pydocs-sp8k/ (git-ignored, 6 MB), which travels with `carry: [".gpu-deps"]`
-#       beside scripts/gpu_deps.sh's 18 MB; then checks the carried whole against the 64 MiB limit.
-#   bash scripts/gpu_islands.sh OUT_DIR [SEED...]   there (default SEED 1): builds `atoll` with
+#   bash scripts/gpu_islands.sh prepare          here (the CPU machine): the corpus (data/debdocs, made
+#       by examples/debdocs/prepare.sh when missing) xz-compressed into .gpu-deps/debdocs/ (git-ignored),
+#       which travels with `carry: [".gpu-deps"]` beside scripts/gpu_deps.sh's build dependencies;
+#       then checks the carried whole against the 64 MiB a call takes.
+#   bash scripts/gpu_islands.sh OUT_DIR [SEED...]   there (default SEEDs 1 2): builds `atoll` with
 #       scripts/gpu_check.sh's own steps (ATOLL_GPU_CHECK_PARTS=build: the machine's lines, the
 #       carried dependencies, the build against the machine's PyTorch and NCCL), or takes the binary
 #       an earlier call on the same warm machine built from the same sources; puts the corpus in
-#       place; runs examples/islands/gpu/run.sh SEED... (five methods per seed, resumable) inside
-#       ISLANDS_GPU_S seconds in all (default 540: give the device call timeout_s 600); and writes
-#       to OUT_DIR (at most 8 files, flat):
+#       place; starts CUDA MPS (a daemon of this script's own, so that several runs' kernels share the
+#       GPU side by side; ISLANDS_MPS=0: without); runs examples/islands/gpu/run.sh SEED... (every
+#       method, resumable) inside ISLANDS_GPU_S seconds in all (default 540: give the device call
+#       timeout_s 600); and writes to OUT_DIR (at most 8 files, flat):
 #         results.txt        date, device (nvidia-smi), build, the size, every run's figures, the
-#                            quality table with issue 41's targets, the part's timings
+#                            quality table with issue 55's targets, the part's timings, GPU use
 #         quality.md, quality.svg, figures.md   the tables and the loss-against-tokens plot
 #         runs.tar.gz        every run's metrics.jsonl, config.yaml, launch.log, DONE/RUNNING (no
 #                            checkpoints): carry it back as .gpu-deps/islands-runs.tar.gz and a call on
 #                            a fresh machine skips the runs it holds as finished
 #         build-logs.tar.gz  gpu_check.sh's logs of the build (when this call built)
 #         run.log            run.sh's output
-#         islands-scale.svg  the gap against model size, the CPU points and this size's GPU points
 #   ISLANDS_TINY=1 bash scripts/gpu_islands.sh OUT_DIR [SEED...]   the same here on the CPU with the
-#       build that is here and the tiny size (a pipeline check: every method, 64 steps each).
-# ISLANDS_SIZE (default m) and ISLANDS_METHODS pass through to run.sh.
+#       build that is here and the tiny size (a pipeline check: every method, 60 steps each).
+# ISLANDS_SIZE (default m10), ISLANDS_METHODS, ISLANDS_RANKS and ISLANDS_H pass through to run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-corpus=data/pydocs-sp8k
-carried=.gpu-deps/pydocs-sp8k
+corpus=data/debdocs
+carried=.gpu-deps/debdocs
 
 if [[ ${1:-} == prepare ]]; then
   set -e
-  atoll=${ATOLL:-build/bin/atoll}
-  [[ -x $atoll ]] || { echo "gpu_islands: no $atoll; build it first (bash scripts/build.sh atoll)" >&2; exit 1; }
-  if [[ ! -s $corpus/train.bin ]]; then
-    [[ -s data/pydocs/pydocs.txt ]] || bash examples/pydocs/prepare.sh data/pydocs "$atoll"
-    mkdir -p "$corpus"
-    "$atoll" tokenizer train --vocab 8192 --out "$corpus/tokenizer.model" data/pydocs/pydocs.txt
-    "$atoll" data prepare --out "$corpus" --tokenizer "$corpus/tokenizer.model" data/pydocs/pydocs.txt
-  fi
+  [[ -s $corpus/train.bin ]] || bash examples/debdocs/prepare.sh "$corpus"
   mkdir -p "$carried"
-  cp "$corpus/tokenizer.model" "$corpus/train.bin" "$corpus/val.bin" "$carried/"
-  cp data/pydocs/SOURCE data/pydocs/COPYRIGHT "$carried/" 2>/dev/null || true
-  (cd "$carried" && sha256sum tokenizer.model train.bin val.bin >SHA256SUMS)
+  for f in train.bin val.bin; do
+    [[ $carried/$f.xz -nt $corpus/$f ]] || xz -9 -T2 -c "$corpus/$f" >"$carried/$f.xz"
+  done
+  cp "$corpus/tokenizer.model" "$corpus/MANIFEST.txt" "$corpus/SOURCES.txt" "$carried/"
+  (cd "$corpus" && sha256sum tokenizer.model train.bin val.bin) >"$carried/SHA256SUMS"
   [[ -d .gpu-deps/pydocs ]] || echo "gpu_islands: note: no .gpu-deps/pydocs; run: bash scripts/gpu_deps.sh fetch"
   tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
   deps=$(du -sb .gpu-deps | cut -f1)
   echo "gpu_islands: $carried holds $(du -sh "$carried" | cut -f1); .gpu-deps $((deps / 1048576)) MiB +" \
     "the working tree $((tree / 1048576)) MiB = $(((deps + tree) / 1048576)) MiB of the 64 MiB a call carries"
-  (((deps + tree) < 60 * 1048576)) || { echo "gpu_islands: over 60 MiB: it would not travel" >&2; exit 1; }
+  (((deps + tree) < 63 * 1048576)) || { echo "gpu_islands: over 63 MiB: it would not travel" >&2; exit 1; }
   exit 0
 fi
 
 out=$(realpath -m "${1:-${OUT:-runs/gpu-islands}}")
 shift || true
 seeds=("$@")
-((${#seeds[@]} > 0)) || seeds=(1)
+((${#seeds[@]} > 0)) || seeds=(1 2)
 mkdir -p "$out"
 results=$out/results.txt
 : >"$results"
@@ -64,7 +58,7 @@ budget=${ISLANDS_GPU_S:-540}
 started=$SECONDS
 note() { echo "$*" | tee -a "$results"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-note "islands experiment (issue 41), part: seeds ${seeds[*]}; date: $(date -u +%Y-%m-%dT%H:%MZ)"
+note "islands experiment (issue 55), seeds ${seeds[*]}; date: $(date -u +%Y-%m-%dT%H:%MZ)"
 
 if [[ ${ISLANDS_TINY:-0} == 1 ]]; then
   export ISLANDS_SIZE=tiny ISLANDS_DEVICE=cpu
@@ -99,20 +93,16 @@ else
 fi
 export ATOLL=$atoll
 
-# The corpus: the carried one (made here by `prepare`), or made there from the carried text.
+# The corpus: the carried one (made here by `prepare`), checked against the sums made here.
 if [[ ! -s $corpus/train.bin ]]; then
   mkdir -p "$corpus"
-  if [[ -s $carried/train.bin ]]; then
-    cp "$carried"/{tokenizer.model,train.bin,val.bin} "$corpus/"
-  elif [[ -s .gpu-deps/pydocs/pydocs.txt.gz ]]; then
-    note "corpus: no $carried; training the tokenizer here (its pieces may differ from the CPU machine's)"
-    mkdir -p data/pydocs && gzip -dc .gpu-deps/pydocs/pydocs.txt.gz >data/pydocs/pydocs.txt
-    "$atoll" tokenizer train --vocab 8192 --out "$corpus/tokenizer.model" data/pydocs/pydocs.txt >/dev/null &&
-      "$atoll" data prepare --out "$corpus" --tokenizer "$corpus/tokenizer.model" data/pydocs/pydocs.txt >/dev/null
-  fi
+  for f in train.bin val.bin; do [[ -s $carried/$f.xz ]] && xz -dc "$carried/$f.xz" >"$corpus/$f"; done
+  cp "$carried/tokenizer.model" "$corpus/" 2>/dev/null
+  (cd "$corpus" && sha256sum -c --quiet "../../$carried/SHA256SUMS") ||
+    { note "corpus: the carried shards do not match SHA256SUMS; run here: bash scripts/gpu_islands.sh prepare"; exit 1; }
 fi
 [[ -s $corpus/train.bin ]] || { note "corpus: none; run here first: bash scripts/gpu_islands.sh prepare"; exit 1; }
-note "corpus: $corpus, train.bin sha256 $(sha256sum "$corpus/train.bin" | cut -c1-16)"
+note "corpus: $corpus, train.bin sha256 $(sha256sum "$corpus/train.bin" | cut -c1-16), $(grep -m1 -i "tokens" "$carried/MANIFEST.txt" 2>/dev/null || true)"
 
 # Finished runs of an earlier call on another machine (its runs.tar.gz, carried back): kept, skipped.
 runs=runs/islands-gpu
@@ -127,16 +117,33 @@ if [[ -s .gpu-deps/islands-runs.tar.gz ]]; then
   note "earlier runs: $(find "$runs" -name DONE | wc -l) finished runs taken from .gpu-deps/islands-runs.tar.gz"
 fi
 
-size=${ISLANDS_SIZE:-m}
+# CUDA's multi-process service: the runs' kernels side by side on the GPU (no setting of the card
+# changes; the daemon stops at the end).
+if [[ ${ISLANDS_TINY:-0} != 1 && ${ISLANDS_MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/atoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/atoll-mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    note "mps: on"
+    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+  else
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    note "mps: could not start; the runs take turns on the GPU"
+  fi
+fi
+# GPU use while the runs go: utilisation and memory every 10 s, into the run log's folder.
+if [[ ${ISLANDS_TINY:-0} != 1 ]]; then
+  nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw --format=csv,noheader -l 10 >"$out/gpu-use.log" 2>&1 &
+  smi=$!
+fi
+size=${ISLANDS_SIZE:-m10}
 t0=$SECONDS
 ISLANDS_BUDGET_S=$((budget - (SECONDS - started) - 25)) ISLANDS_RUNS=$runs \
   bash examples/islands/gpu/run.sh "${seeds[@]}" >"$out/run.log" 2>&1
 note "runs: $((SECONDS - t0)) s"
-grep -E "^(sync|diloco|sparseloco|diloco_m2|streaming) seed|^run.sh" "$out/run.log" | sed 's/^/  /' | tee -a "$results"
+[[ -n ${smi:-} ]] && kill "$smi" 2>/dev/null
+[[ -s $out/gpu-use.log ]] && note "gpu use (utilisation %, memory, power every 10 s): $(cut -d, -f1 "$out/gpu-use.log" | tr -d ' %' | tr '\n' ' ')" && rm -f "$out/gpu-use.log"
+grep -E "^[a-z_0-9]+ seed [0-9]+: |^run.sh" "$out/run.log" | sed 's/^/  /' | tee -a "$results"
 for f in quality.md quality.svg figures.md; do [[ -f $runs/$size/$f ]] && cp "$runs/$size/$f" "$out/"; done
-# The gap against model size: issue 20's CPU points beside this size's GPU points (when it has any).
-python3 examples/islands/scale.py "$out/islands-scale.svg" --gpu "$runs/$size" >>"$out/run.log" 2>&1 ||
-  python3 examples/islands/scale.py "$out/islands-scale.svg" >>"$out/run.log" 2>&1
 {
   echo
   [[ -f $out/figures.md ]] && cat "$out/figures.md"
