@@ -1,14 +1,19 @@
 // Token data: llm.c shards (both widths) and their validation messages, the global sample order,
-// the per-rank batch slices, and byte-level data preparation.
+// the per-rank batch slices, byte-level data preparation, and documents mode (HTML, the split by
+// document, dedupe, --files-from, a tokenizer trained on the way) with `atoll data prepare`'s flags.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,12 +21,15 @@
 #include "runtime/data/data_prepare.h"
 #include "runtime/data/sample_order.h"
 #include "runtime/data/token_shard.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
 using atl::runtime::batch_slice;
+using atl::runtime::DocumentCounts;
 using atl::runtime::prepare_shards;
 using atl::runtime::PrepareOptions;
+using atl::runtime::PrepareResult;
 using atl::runtime::SampleOrder;
 using atl::runtime::TokenShard;
 using atl::runtime::write_token_shard;
@@ -44,6 +52,7 @@ class DataFiles : public atl::test::TempDirTest {
 
 class TokenShardFiles : public DataFiles {};
 class PrepareByteShards : public DataFiles {};
+class PrepareDocuments : public DataFiles {};
 
 // The message of the exception `action` throws, or "no error".
 std::string error_of(const std::function<void()>& action) {
@@ -232,6 +241,337 @@ TEST_F(PrepareByteShards, RejectsBadInputWithOneLine) {
     expect_contains(prepare_error({text}, fraction), {"--val-fraction", "between 0 and 1"});
   expect_contains(prepare_error({write_file("tiny.txt", "abc")}, 0.5), {"3 bytes, too few"});
   EXPECT_FALSE(fs::exists(path("out"))) << "nothing is written when the input is bad";
+}
+
+// --- Documents mode -------------------------------------------------------------------------------
+
+std::string read_text(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The split's rule, written out again: FNV-1a 64 of the document's text, modulo 2^20.
+uint64_t split_key(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash % (uint64_t{1} << 20);
+}
+
+// A val fraction that sends exactly the `count` documents of smallest key to val.
+double fraction_for(const std::vector<std::string>& texts, size_t count) {
+  std::vector<uint64_t> keys;
+  for (const std::string& text : texts) keys.push_back(split_key(text));
+  std::sort(keys.begin(), keys.end());
+  return static_cast<double>(keys[count - 1] + 1) / static_cast<double>(uint64_t{1} << 20);
+}
+
+// A number as text that reads back as the same double.
+std::string exact(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  return buffer;
+}
+
+std::string joined(const std::vector<std::string>& documents) {
+  std::string text;
+  for (const std::string& d : documents) text += (text.empty() ? "" : "\n\n") + d;
+  return text;
+}
+
+PrepareOptions documents_for(std::vector<std::string> inputs, std::string out, double val_fraction) {
+  PrepareOptions options = options_for(std::move(inputs), std::move(out), val_fraction);
+  options.documents = true;
+  return options;
+}
+
+std::vector<int64_t> bytes_of(const std::string& text) {
+  return std::vector<int64_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                              reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+}
+
+TEST_F(PrepareDocuments, SplitsByDocumentWhateverTheOrder) {
+  std::vector<std::string> files, texts;
+  for (int i = 0; i < 12; ++i) {
+    texts.push_back("Document " + std::to_string(i) + " says something.\nIts second line, number " +
+                    std::to_string(i * 7) + ".");
+    files.push_back(write_file("doc" + std::to_string(i) + ".txt", texts.back() + "\n"));
+  }
+  const double fraction = 0.3;
+  std::vector<std::string> train, val;
+  for (const std::string& text : texts)
+    (split_key(text) < static_cast<uint64_t>(fraction * (1 << 20)) ? val : train).push_back(text);
+  ASSERT_FALSE(train.empty());
+  ASSERT_FALSE(val.empty());
+
+  PrepareOptions options = documents_for(files, path("out"), fraction);
+  options.threads = 3;
+  const PrepareResult result = prepare_shards(options);
+  // Whole documents in input order, a blank line between two: none is cut across the sides.
+  EXPECT_EQ(read_text(result.train_text_path), joined(train));
+  EXPECT_EQ(read_text(result.val_text_path), joined(val));
+  EXPECT_EQ(result.train_text_path, path("out/train.txt"));
+  EXPECT_EQ(result.documents.train, static_cast<int64_t>(train.size()));
+  EXPECT_EQ(result.documents.val, static_cast<int64_t>(val.size()));
+  EXPECT_EQ(result.documents.inputs, 12);
+  EXPECT_EQ(result.documents.html, 0);
+  EXPECT_EQ(read_all(TokenShard(result.train_path)), bytes_of(joined(train)));
+  EXPECT_EQ(read_all(TokenShard(result.val_path)), bytes_of(joined(val)));
+  EXPECT_EQ(result.train_bytes, static_cast<int64_t>(joined(train).size()));
+  const std::string manifest = read_text(path("out/MANIFEST.txt"));
+  EXPECT_NE(manifest.find("documents kept: 12 (train " + std::to_string(train.size()) + ", val " +
+                          std::to_string(val.size()) + ")\n"),
+            std::string::npos)
+      << manifest;
+
+  // The other order, on one thread: each document on the same side, the files byte for byte the
+  // same but for the order of the documents.
+  std::reverse(files.begin(), files.end());
+  options = documents_for(files, path("reversed"), fraction);
+  options.threads = 1;
+  prepare_shards(options);
+  std::reverse(train.begin(), train.end());
+  std::reverse(val.begin(), val.end());
+  EXPECT_EQ(read_text(path("reversed/train.txt")), joined(train));
+  EXPECT_EQ(read_text(path("reversed/val.txt")), joined(val));
+  EXPECT_EQ(read_text(path("reversed/MANIFEST.txt")), manifest);
+}
+
+TEST_F(PrepareDocuments, ConvertsHtmlNormalizesTextAndSkipsEmptyDocuments) {
+  const std::vector<std::string> files = {
+      write_file("a.html",
+                 "<html><head><title>T</title></head><body><nav>menu</nav><h1>Title</h1>"
+                 "<p>Body &amp; soul.</p></body></html>"),
+      write_file("b.txt", "\xEF\xBB\xBFplain  \n\n\n\nsecond line\t\r\n\n"),
+      write_file("c.txt", ""),
+      write_file("d.htm", "<nav>only navigation</nav>\n"),
+      write_file("e", "  <!DOCTYPE html><p>sniffed</p>"),
+      write_file("f.txt", " \n\t\n"),
+  };
+  const std::vector<std::string> texts = {"Title\n\nBody & soul.", "plain\n\nsecond line", "sniffed"};
+  const PrepareResult result = prepare_shards(documents_for(files, path("out"), fraction_for(texts, 1)));
+  const DocumentCounts& counts = result.documents;
+  EXPECT_EQ(counts.inputs, 6);
+  EXPECT_EQ(counts.html, 3);
+  EXPECT_EQ(counts.empty, 3);
+  EXPECT_EQ(counts.train, 2);
+  EXPECT_EQ(counts.val, 1);
+  // The document of smallest key goes to val, the others to train in input order.
+  std::vector<std::string> train;
+  std::string val;
+  for (const std::string& t : texts) {
+    if (split_key(t) == std::min({split_key(texts[0]), split_key(texts[1]), split_key(texts[2])})) {
+      val = t;
+    } else {
+      train.push_back(t);
+    }
+  }
+  EXPECT_EQ(read_text(result.train_text_path), joined(train));
+  EXPECT_EQ(read_text(result.val_text_path), val);
+  EXPECT_NE(read_text(result.manifest_path).find("empty documents skipped: 3\n"), std::string::npos);
+}
+
+TEST_F(PrepareDocuments, DedupesDocumentsAndLongLinesWithExactCounts) {
+  const std::string licence = "This line is exactly forty-eight bytes long....";  // + "!" below
+  const std::string l1 = licence + "!", l2 = "Another repeated line of boilerplate, long enough: sixty bytes";
+  const std::string short_line = std::string(47, 's');
+  ASSERT_EQ(l1.size(), 48u);
+  const std::string doc1 = "Intro one.\n" + l1 + "\n" + short_line + "\n" + short_line;
+  const std::vector<std::string> files = {
+      write_file("1.txt", doc1),
+      write_file("2.txt", doc1 + "\n\n"),  // the same text once normalized
+      write_file("3.txt", "Intro three.\n\n" + l1 + "\n\nOutro three.\n" + l2 + "\n" + l2),
+      write_file("4.txt", l2 + "\n\n" + l1),
+  };
+  const std::string doc3 = "Intro three.\n\nOutro three.\n" + l2;
+  PrepareOptions options = documents_for(files, path("out"), fraction_for({doc1, doc3}, 1));
+  options.dedupe = true;
+  const PrepareResult result = prepare_shards(options);
+  const DocumentCounts& counts = result.documents;
+  EXPECT_EQ(counts.duplicate, 1);
+  EXPECT_EQ(counts.emptied, 1);
+  EXPECT_EQ(counts.duplicate_lines, 4);  // 3.txt: l1 and its second l2; 4.txt: both
+  EXPECT_EQ(counts.duplicate_line_bytes, static_cast<int64_t>(2 * l1.size() + 2 * l2.size()));
+  EXPECT_EQ(counts.train + counts.val, 2);
+  const std::string& first_val = split_key(doc1) < split_key(doc3) ? doc1 : doc3;
+  const std::string& first_train = split_key(doc1) < split_key(doc3) ? doc3 : doc1;
+  EXPECT_EQ(read_text(result.val_text_path), first_val);
+  EXPECT_EQ(read_text(result.train_text_path), first_train);
+  const std::string manifest = read_text(result.manifest_path);
+  for (const std::string& line : {std::string("duplicate documents dropped: 1\n"),
+                                  std::string("documents emptied by dropping duplicate lines: 1\n"),
+                                  "duplicate lines dropped (of at least 48 bytes): 4 (" +
+                                      std::to_string(2 * l1.size() + 2 * l2.size()) + " bytes)\n"})
+    EXPECT_NE(manifest.find(line), std::string::npos) << manifest << "\n lacks: " << line;
+
+  // Without dedupe every document stays, lines and all.
+  options = documents_for(
+      files, path("kept"),
+      fraction_for(
+          {doc1, doc1, "Intro three.\n\n" + l1 + "\n\nOutro three.\n" + l2 + "\n" + l2, l2 + "\n\n" + l1},
+          1));
+  const PrepareResult all = prepare_shards(options);
+  EXPECT_EQ(all.documents.train + all.documents.val, 4);
+  EXPECT_EQ(all.documents.duplicate_lines, 0);
+}
+
+TEST_F(PrepareDocuments, ReadsInputsFromAListAfterTheNamedOnes) {
+  const std::string a = write_file("a.txt", "first document");
+  const std::string b = write_file("b.txt", "second document");
+  const std::string c = write_file("c.txt", "third document");
+  const std::string relative = fs::relative(c, fs::current_path()).string();
+  ASSERT_FALSE(fs::path(relative).is_absolute());
+  const std::string list = write_file("list.txt", b + "\r\n\n   \n" + relative + "\n");
+  PrepareOptions options = documents_for(
+      {a}, path("out"), fraction_for({"first document", "second document", "third document"}, 1));
+  options.files_from = list;
+  const PrepareResult result = prepare_shards(options);
+  EXPECT_EQ(result.documents.inputs, 3);
+  const std::string all = read_text(result.train_text_path) + "\n\n" + read_text(result.val_text_path);
+  for (const char* text : {"first document", "second document", "third document"})
+    EXPECT_NE(all.find(text), std::string::npos) << all;
+}
+
+TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
+  std::vector<std::string> files, texts;
+  for (int d = 0; d < 8; ++d) {
+    std::string text;
+    for (int i = 0; i < 40; ++i)
+      text +=
+          "def function_" + std::to_string(d * 40 + i) + "(x):\n    return x * " + std::to_string(i) + "\n";
+    files.push_back(write_file("doc" + std::to_string(d) + ".py", text));
+    texts.push_back(text.substr(0, text.size() - 1));  // normalized: no final newline
+  }
+  PrepareOptions options = documents_for(files, path("out"), fraction_for(texts, 2));
+  options.tokenizer_vocab = 300;
+  options.threads = 2;
+  const PrepareResult result = prepare_shards(options);
+  EXPECT_EQ(result.tokenizer_path, path("out/tokenizer.model"));
+  EXPECT_EQ(result.vocab, 300);
+  const std::unique_ptr<atl::runtime::Tokenizer> tokenizer =
+      atl::runtime::load_tokenizer(result.tokenizer_path);
+  EXPECT_EQ(tokenizer->vocab_size(), 300);
+  ASSERT_GT(result.documents.val, 0);
+  // The shards are the text files encoded, in fewer tokens than bytes.
+  for (const auto& [shard, text] : {std::pair{result.train_path, result.train_text_path},
+                                    std::pair{result.val_path, result.val_text_path}}) {
+    const std::vector<int64_t> tokens = read_all(TokenShard(shard));
+    EXPECT_EQ(tokenizer->decode(std::vector<uint32_t>(tokens.begin(), tokens.end())), read_text(text));
+    EXPECT_LT(tokens.size(), read_text(text).size());
+  }
+  const std::string manifest = read_text(result.manifest_path);
+  EXPECT_NE(manifest.find("tokenizer: sentencepiece (vocab 300), trained on train.txt\n"), std::string::npos)
+      << manifest;
+
+  // Again, on one thread, into the same directory: every file byte for byte the same.
+  std::map<std::string, std::string> first;
+  for (const auto& entry : fs::directory_iterator(path("out")))
+    first[entry.path().filename().string()] = read_text(entry.path().string());
+  EXPECT_EQ(first.size(), 6u);  // train/val .bin and .txt, tokenizer.model, MANIFEST.txt
+  for (const auto& [name, bytes] : first) fs::remove(path("out/" + name));
+  options.threads = 1;
+  prepare_shards(options);
+  for (const auto& [name, bytes] : first) EXPECT_TRUE(read_text(path("out/" + name)) == bytes) << name;
+
+  // Without documents too: the bytes split as before, the model trained on train.txt.
+  PrepareOptions plain = options_for({files[0], files[1]}, path("plain"), 0.1);
+  plain.tokenizer_vocab = 300;
+  const PrepareResult plain_result = prepare_shards(plain);
+  EXPECT_EQ(read_text(plain_result.train_text_path) + read_text(plain_result.val_text_path),
+            read_text(files[0]) + "\n" + read_text(files[1]));
+  EXPECT_TRUE(fs::exists(path("plain/tokenizer.model")));
+  EXPECT_TRUE(plain_result.manifest_path.empty());
+}
+
+TEST_F(PrepareDocuments, RejectsBadInputWithOneLineAndWritesNothing) {
+  const std::string text = write_file("text.txt", "some text to split");
+  const std::string out = path("out");
+  const auto error = [&](const std::function<void(PrepareOptions&)>& change) {
+    PrepareOptions options = documents_for({text}, out, 0.5);
+    change(options);
+    return error_of([&] { prepare_shards(options); });
+  };
+  expect_contains(error([](PrepareOptions& o) {
+                    o.tokenizer = "some.model";
+                    o.tokenizer_vocab = 300;
+                  }),
+                  {"--tokenizer some.model and --tokenizer-vocab 300 exclude each other"});
+  expect_contains(error([](PrepareOptions& o) {
+                    o.documents = false;
+                    o.dedupe = true;
+                  }),
+                  {"--dedupe", "add --documents"});
+  expect_contains(error([&](PrepareOptions& o) { o.files_from = path("none.list"); }),
+                  {"--files-from " + path("none.list") + " does not exist"});
+  const std::string list = write_file("list.txt", text + "\n" + path("gone.txt") + "\n");
+  expect_contains(error([&](PrepareOptions& o) { o.files_from = list; }),
+                  {"input " + path("gone.txt") + " (line 2 of " + list + ") does not exist; check the path"});
+  const std::string folder_list = write_file("folders.txt", dir_.string() + "\n");
+  expect_contains(error([&](PrepareOptions& o) { o.files_from = folder_list; }), {"is not a regular file"});
+  for (int vocab : {-5, 100, 259, 1'048'577})
+    expect_contains(error([&](PrepareOptions& o) { o.tokenizer_vocab = vocab; }),
+                    {"--tokenizer-vocab " + std::to_string(vocab) + " is outside [260, 1048576]"});
+  expect_contains(error([&](PrepareOptions& o) { o.val_fraction = 1e-6; }),
+                  {"none of the 1 documents kept fell into val", "raise --val-fraction"});
+  expect_contains(error([&](PrepareOptions& o) { o.inputs = {write_file("empty.html", "<nav>x</nav>")}; }),
+                  {"none of the 0 documents kept"});
+  // Found out only by training: what was written on the way is removed again.
+  expect_contains(error([&](PrepareOptions& o) {
+                    o.inputs = {text, write_file("more.txt", "more text for the other side")};
+                    o.val_fraction = fraction_for({"some text to split", "more text for the other side"}, 1);
+                    o.tokenizer_vocab = 5000;
+                  }),
+                  {"training a tokenizer of 5000 pieces", "lower --tokenizer-vocab"});
+  EXPECT_FALSE(fs::exists(out)) << "nothing is written when the input is bad";
+}
+
+// `atoll data prepare` itself, run as the binary beside this one (build/bin/atoll): each bad flag
+// one line on stderr and exit 2, nothing written; the switches take no value.
+TEST_F(PrepareDocuments, CommandRejectsBadFlagsWithOneLineExit2AndWritesNothing) {
+  const fs::path atoll = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "bin" / "atoll";
+  if (!fs::exists(atoll)) GTEST_SKIP() << atoll << " is not built";
+  const std::string text = write_file("text.txt", "some text");
+  const std::string out = path("out");
+  // Runs `atoll data prepare --out OUT FLAGS...`; returns the exit code and what it wrote to stderr.
+  const auto prepare = [&](const std::vector<std::string>& flags) {
+    std::string command = "'" + atoll.string() + "' data prepare --out '" + out + "'";
+    for (const std::string& flag : flags) command += " '" + flag + "'";
+    command += " >/dev/null 2>'" + path("stderr.txt") + "'";
+    const int status = std::system(command.c_str());
+    return std::pair{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(path("stderr.txt"))};
+  };
+  const auto expect_bad = [&](const std::vector<std::string>& flags, const std::string& message) {
+    const auto [code, error] = prepare(flags);
+    EXPECT_EQ(code, 2) << error;
+    EXPECT_EQ(error, "atoll: error: data prepare: " + message + "\n");
+  };
+  expect_bad({"--documents", "--tokenizer", "bytes", "--tokenizer-vocab", "300", text},
+             "--tokenizer bytes and --tokenizer-vocab 300 exclude each other; pass a model to use or a "
+             "vocabulary to train, not both");
+  expect_bad({"--tokenizer-vocab", "0", "--documents", text},
+             "--tokenizer-vocab 0 is outside [260, 1048576]; pick e.g. 8192");
+  expect_bad({"--tokenizer-vocab", "2000000", "--documents", text},
+             "--tokenizer-vocab 2000000 is outside [260, 1048576]; pick e.g. 8192");
+  expect_bad({"--dedupe", text},
+             "--dedupe works on documents; add --documents (each input one document) or drop --dedupe");
+  expect_bad(
+      {"--documents", "--files-from", path("no.list")},
+      "--files-from " + path("no.list") + " does not exist; pass a file listing one input path a line");
+  const std::string list = write_file("list.txt", "\n" + path("gone.txt") + "\n");
+  expect_bad({"--documents", "--files-from", list},
+             "input " + path("gone.txt") + " (line 2 of " + list + ") does not exist; check the path");
+  expect_bad({"--tokenizer-vocab", "lots", text},
+             "--tokenizer-vocab lots is not a whole number; pick e.g. 8192");
+  EXPECT_FALSE(fs::exists(out)) << "nothing is written when the input is bad";
+
+  // The file after --dedupe is an input, not the switch's value.
+  const std::string other = write_file("other.txt", "other text");
+  const std::string others = write_file("others.txt", other + "\n");
+  const auto [ok, quiet] = prepare({"--documents", "--dedupe", text, "--files-from", others, "--val-fraction",
+                                    exact(fraction_for({"some text", "other text"}, 1))});
+  EXPECT_EQ(ok, 0) << quiet;
+  EXPECT_NE(
+      read_text(path("out/MANIFEST.txt")).find("inputs: 2 (html 0)\ndocuments kept: 2 (train 1, val 1)\n"),
+      std::string::npos);
 }
 
 }  // namespace
