@@ -28,8 +28,9 @@
 # $ISLANDS_RUNS/$SIZE/{quality.md,quality.svg,figures.md}.
 #
 # Environment:
-#   ISLANDS_SIZE      m10 (default: 10.06M parameters), s (0.99M), or tiny (a pipeline check:
-#                     ISLANDS_TINY_STEPS steps, default 60, not 20 tokens per parameter)
+#   ISLANDS_SIZE      m10 (default: 10.06M parameters), s (0.62M: the CPU's), or tiny (0.29M, 60 steps: a
+#                     pipeline check, not 20 tokens per parameter)
+#   ISLANDS_STEPS     the steps instead of 20 tokens per parameter (a rehearsal; a multiple of H)
 #   ISLANDS_DEVICE    cuda (default) or cpu
 #   ISLANDS_BUDGET_S  seconds for the whole call, tables included (default 480)
 #   ISLANDS_RUNS      where the runs go (default runs/islands-gpu)
@@ -60,7 +61,7 @@ mkdir -p "$runs"
 # The sizes: model shape (dim layers heads ffn seq), global batch in sequences.
 case $size in
   tiny) shape=(32 2 2 86 64); batch=16 ;;
-  s) shape=(96 4 4 256 256); batch=64 ;;
+  s) shape=(64 2 4 172 256); batch=64 ;;
   m10) shape=(320 6 5 864 512); batch=256 ;;
   *) echo "run.sh: ISLANDS_SIZE is tiny, s or m10, not $size" >&2; exit 2 ;;
 esac
@@ -69,8 +70,10 @@ read -r dim layers heads ffn seq <<<"${shape[*]}"
 # start-up line "model: N parameters" in figures.md.
 params=$((8192 * dim + layers * (2 * dim + 4 * dim * dim + 3 * dim * ffn) + dim))
 tokens_per_step=$((batch * seq))
-if [[ $size == tiny ]]; then
-  steps=${ISLANDS_TINY_STEPS:-60}
+if [[ -n ${ISLANDS_STEPS:-} ]]; then
+  steps=$ISLANDS_STEPS
+elif [[ $size == tiny ]]; then
+  steps=60
 else
   steps=$(((20 * params + tokens_per_step * H - 1) / (tokens_per_step * H) * H))
 fi
@@ -81,7 +84,7 @@ checkpoint_every=$(((steps / 4 + H - 1) / H * H))
 eval_sequences=$([[ $size == tiny ]] && echo 16 || echo 128)
 precision=${ISLANDS_PRECISION:-$([[ $device == cpu ]] && echo fp32 || echo bf16)}
 train_tokens=$(od -An -t d4 -j 8 -N 4 "$corpus/train.bin" | tr -d ' ')
-common=(--set run.device="$device" --set run.threads=1
+common=(--set run.device="$device"
   --set model.dim="$dim" --set model.layers="$layers" --set model.heads="$heads" --set model.kv_heads="$heads"
   --set model.ffn="$ffn" --set model.seq="$seq" --set train.global_batch="$batch"
   --set train.steps="$steps" --set train.eval_every="$eval_every" --set train.eval_sequences="$eval_sequences"
@@ -132,12 +135,17 @@ running_ranks() {
 start() {
   local method=$1 seed=$2 dir=$runs/$1/seed-$2 overrides
   overrides=$(settings "$method") || return 1
+  # One thread a rank on a GPU (the host only launches kernels); on the CPU the cores are shared out.
+  local threads=1
+  [[ $device == cpu ]] && threads=$(($(nproc) / $(islands_of "$method")))
+  ((threads >= 1)) || threads=1
   mkdir -p "$dir"
   touch "$dir/RUNNING"
   # shellcheck disable=SC2086  # $overrides is a list of options
   setsid "$atoll" launch examples/islands/gpu/quality.yaml --set run.dir="$dir" --set run.seed="$seed" \
     --set data.train="$corpus/train.bin" --set data.val="$corpus/val.bin" \
-    --set data.tokenizer="$corpus/tokenizer.model" "${common[@]}" $overrides >>"$dir/launch.log" 2>&1 &
+    --set data.tokenizer="$corpus/tokenizer.model" --set run.threads="$threads" "${common[@]}" $overrides \
+    >>"$dir/launch.log" 2>&1 &
   pid_of["$method $seed"]=$!
   t0_of["$method $seed"]=$SECONDS
   ranks_of["$method $seed"]=$(islands_of "$method")
