@@ -227,6 +227,51 @@ std::unique_ptr<comm::IslandLease> hold_island_id(const Config& config, const co
 
 }  // namespace
 
+KernelLevers resolve_kernels(const Config& config, c10::Device device) {
+  const KernelsConfig& k = config.kernels;
+  const bool cuda = device.is_cuda();
+  std::vector<std::string> problems;
+  if (!cuda && k.fused_clip == KernelChoice::kOn && k.fused_adamw == KernelChoice::kAuto)
+    problems.push_back(
+        "config: kernels.fused_clip = true cannot apply on the CPU with kernels.fused_adamw = auto (off "
+        "on the CPU; clipping's scale is applied inside the fused AdamW kernel); set kernels.fused_adamw: "
+        "true, or kernels.fused_clip to auto or false");
+  if (!cuda && k.fused_weight_grad == KernelChoice::kOn && k.first_grad_copy == KernelChoice::kAuto &&
+      config.parallel.zero <= 1)
+    problems.push_back(
+        "config: kernels.fused_weight_grad = true cannot apply on the CPU with kernels.first_grad_copy = "
+        "auto (off on the CPU; the weight gradients are written into the buffer the first gradient copy "
+        "fills); set kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false");
+  if (!problems.empty()) throw ConfigError(problems);
+  KernelLevers levers;
+  levers.fused_adamw = kernel_on(k.fused_adamw, cuda);
+  levers.fused_clip = levers.fused_adamw && kernel_on(k.fused_clip, cuda);
+  levers.first_grad_copy = config.parallel.zero <= 1 && kernel_on(k.first_grad_copy, cuda);
+  levers.fused_weight_grad = levers.first_grad_copy && kernel_on(k.fused_weight_grad, cuda);
+  return levers;
+}
+
+std::string kernels_line(const Config& config, const KernelLevers& levers) {
+  const KernelsConfig& k = config.kernels;
+  // "NAME on|off", and for auto " (auto)" or " (auto: WHY)" where `blocked` kept it off.
+  const auto lever = [](const char* name, KernelChoice choice, bool on, const std::string& blocked) {
+    std::string text = std::string(name) + (on ? " on" : " off");
+    if (choice == KernelChoice::kAuto)
+      text += !on && !blocked.empty() ? " (auto: " + blocked + ")" : " (auto)";
+    return text;
+  };
+  const int zero = config.parallel.zero;
+  return "kernels: " + lever("fused_adamw", k.fused_adamw, levers.fused_adamw, "") + ", " +
+         lever("fused_clip", k.fused_clip, levers.fused_clip,
+               levers.fused_adamw ? "" : "without fused_adamw") +
+         ", " +
+         lever("first_grad_copy", k.first_grad_copy, levers.first_grad_copy,
+               zero >= 2 ? "parallel.zero = " + std::to_string(zero) : "") +
+         ", " +
+         lever("fused_weight_grad", k.fused_weight_grad, levers.fused_weight_grad,
+               levers.first_grad_copy ? "" : "without first_grad_copy");
+}
+
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
                            const std::map<std::string, at::Tensor>& initial_weights) {
@@ -236,6 +281,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
   layout.compute_dtype = scalar_type(config.train.precision);
   layout.device = device;
+  layout.kernels = resolve_kernels(config, device);  // before any collective: it may refuse the config
 
   // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
@@ -275,9 +321,8 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
   // for each unit's parameters before using them (ZeRO-3 gathers them then).
-  const bool first_grad_copy = p.zero <= 1 && kernel_on(config.kernels.first_grad_copy, device.is_cuda());
-  const bool fused_weight_grad =
-      first_grad_copy && kernel_on(config.kernels.fused_weight_grad, device.is_cuda());
+  const bool first_grad_copy = layout.kernels.first_grad_copy;
+  const bool fused_weight_grad = layout.kernels.fused_weight_grad;
   layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
                                                                          p.zero, scalar_type(p.reduce_dtype),
                                                                          first_grad_copy, fused_weight_grad);
@@ -298,8 +343,8 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
   const OptimConfig& o = config.optim;
-  const bool fused = kernel_on(config.kernels.fused_adamw, device.is_cuda());
-  const bool fused_clip = fused && kernel_on(config.kernels.fused_clip, device.is_cuda());
+  const bool fused = layout.kernels.fused_adamw;
+  const bool fused_clip = layout.kernels.fused_clip;
   layout.optimizer = std::make_unique<optim::FlatAdamW>(
       layout.data_parallel->optimizer_values(), layout.data_parallel->optimizer_grads(),
       decay_segments(*layout.data_parallel),

@@ -33,11 +33,33 @@ class MpiCommunicator;
 
 namespace atl::runtime {
 
+// The gradient and optimizer kernel levers (kernels.*) as this run applies them: auto resolved for
+// the device, and each lever off where what it builds on is off.
+struct KernelLevers {
+  bool fused_adamw = false;
+  bool fused_clip = false;         // with fused_adamw only
+  bool first_grad_copy = false;    // ZeRO 0-1 only
+  bool fused_weight_grad = false;  // with first_grad_copy only
+};
+
+// The levers for `device` (the CPU or a GPU; nothing is asked of the device itself). Throws
+// ConfigError, one line each, where an explicit true cannot apply because the lever it builds on is
+// auto and auto is off on the CPU (kernels.fused_clip with fused_adamw, kernels.fused_weight_grad
+// with first_grad_copy). What the config alone rules out (the partner false, parallel.zero >= 2)
+// validate_layout reports; auto is never refused.
+KernelLevers resolve_kernels(const Config& config, c10::Device device);
+
+// The start-up line of what those levers resolved to, e.g. "kernels: fused_adamw on (auto),
+// fused_clip on (auto), first_grad_copy off (auto: parallel.zero = 2), fused_weight_grad off (auto:
+// without first_grad_copy)": an auto lever says so, and why where what it builds on kept it off.
+std::string kernels_line(const Config& config, const KernelLevers& levers);
+
 // One rank's parallel layout. Members are declared in the order they depend on each other, so that
 // each is destroyed before what it refers to.
 struct ParallelLayout {
   at::ScalarType compute_dtype = at::kFloat;         // of parameters and activations (train.precision)
   c10::Device device = c10::kCPU;                    // where this rank's tensors live (run.device)
+  KernelLevers kernels;                              // the gradient and optimizer levers applied
   std::unique_ptr<comm::DeviceMesh> mesh;            // islands x pp x dp x tp groups
   parallel::pipeline::PipelineShape pipeline;        // this rank's stage, microbatches, virtual stages
   std::unique_ptr<parallel::FlatParameters> params;  // this rank's tp shard of its chunks' parameters

@@ -292,6 +292,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     s.device =
         choose_device(config.run.device, cuda_path_built(), visible_cuda_devices(), placement.local_rank,
                       placement.local_size, config.run.share_gpu, p.islands > 1 && p.pp * p.dp * p.tp == 1);
+    resolve_kernels(config, s.device.device);  // a lever set to true that this device leaves off
   });
   bind_device(s.device.device);  // before any other CUDA call: NCCL and the allocator use it
   if (s.device.shares_gpu) comm::give_rank_own_nccl_host(world.rank());  // before the mesh's NCCL planes
@@ -322,6 +323,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   if (!s.device.note.empty()) s.log->line(s.device.note);
   if (s.device.device.is_cuda())
     s.log->line("device: " + describe_device(s.device.device) + " on rank 0; each rank uses its local GPU");
+  s.log->line(kernels_line(config, s.layout.kernels));
   if (s.device.device.is_cuda() && !s.log->quiet())
     s.log->line(attention_line(config, s.device.device, s.layout.compute_dtype));
 

@@ -904,6 +904,34 @@ void validate_outer(const Config& c, Problems& problems) {
                        "; use a group size of at most the island count");
 }
 
+// The kernel levers that depend on another setting: an explicit true the config alone rules out.
+// (What also needs the device -- a partner left at auto, off on the CPU -- parallelize's
+// resolve_kernels refuses.) auto resolves quietly to off in each case.
+void validate_kernels(const Config& c, Problems& problems) {
+  const KernelsConfig& k = c.kernels;
+  const int zero = c.parallel.zero;
+  if (k.first_grad_copy == KernelChoice::kOn && zero >= 2)
+    problems.push_back(
+        "config: kernels.first_grad_copy = true cannot apply at parallel.zero = " + std::to_string(zero) +
+        " (the first gradient copy lands in the ZeRO-0/1 flat buffer); set it to auto or "
+        "false, or parallel.zero to 0 or 1");
+  if (k.fused_weight_grad == KernelChoice::kOn && zero >= 2)
+    problems.push_back(
+        "config: kernels.fused_weight_grad = true cannot apply at parallel.zero = " + std::to_string(zero) +
+        " (the weight gradients are written into the ZeRO-0/1 flat buffer, with "
+        "kernels.first_grad_copy); set it to auto or false, or parallel.zero to 0 or 1");
+  else if (k.fused_weight_grad == KernelChoice::kOn && k.first_grad_copy == KernelChoice::kOff)
+    problems.push_back(
+        "config: kernels.fused_weight_grad = true cannot apply with kernels.first_grad_copy = false (the "
+        "weight gradients are written into the buffer the first gradient copy fills); set "
+        "kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false");
+  if (k.fused_clip == KernelChoice::kOn && k.fused_adamw == KernelChoice::kOff)
+    problems.push_back(
+        "config: kernels.fused_clip = true cannot apply with kernels.fused_adamw = false (clipping's "
+        "scale is applied inside the fused AdamW kernel); set kernels.fused_adamw: true, or "
+        "kernels.fused_clip to auto or false");
+}
+
 }  // namespace
 
 std::vector<std::string> validate_layout(const Config& c, int world_size) {
@@ -923,6 +951,7 @@ std::vector<std::string> validate_layout(const Config& c, int world_size) {
                     "parallel.islands*parallel.dp*parallel.microbatches", split,
                     "use a multiple of " + std::to_string(split));
   validate_outer(c, problems);
+  validate_kernels(c, problems);
   if (c.train.profile_start > 0 && int64_t{c.train.profile_start} + c.train.profile_steps - 1 > c.train.steps)
     problems.push_back("config: train.profile_start = " + std::to_string(c.train.profile_start) + " with " +
                        "train.profile_steps = " + std::to_string(c.train.profile_steps) + " ends after " +

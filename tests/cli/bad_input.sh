@@ -152,6 +152,12 @@ CUDA_VISIBLE_DEVICES="" expect_error device_cuda_without_gpu "run.device = cuda 
   2 train "$work/tiny.yaml" --set run.device=cuda
 expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
+# A kernel lever set to true where it cannot apply: what the config rules out (the ZeRO stage), and
+# what the CPU does (fused_clip over fused_adamw's auto, off here).
+expect_error first_grad_copy_zero2 "kernels.first_grad_copy = true cannot apply at parallel.zero = 2 \(the first gradient copy lands in the ZeRO-0/1 flat buffer\); set it to auto or false, or parallel.zero to 0 or 1" \
+  2 train "$work/tiny.yaml" --set parallel.zero=2 --set kernels.first_grad_copy=true
+expect_error fused_clip_cpu "kernels.fused_clip = true cannot apply on the CPU with kernels.fused_adamw = auto \(off on the CPU; .*\); set kernels.fused_adamw: true, or kernels.fused_clip to auto or false" \
+  2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_clip=true
 
 # Config, data and checkpoint mistakes added with the operations work (exit codes, on_nonfinite,
 # watchdog settings, fault hooks), and checkpoints that cannot be resumed from.

@@ -303,6 +303,54 @@ TEST(ConfigLayout, ModelShapeAndSplits) {
   EXPECT_EQ(validate_layout(parse_config(kContract, {"parallel.tp=16", "parallel.dp=1"}), 16).size(), 2u);
 }
 
+// A kernel lever set to true where the config leaves it nothing to build on is one line naming the
+// field, the value, why and the fix; auto in the same place resolves quietly (to off).
+TEST(ConfigLayout, AKernelLeverThatCannotApplySaysSo) {
+  const auto check = [](const std::vector<std::string>& overrides,
+                        const std::vector<std::string>& fragments) {
+    SCOPED_TRACE(overrides.front());
+    expect_one(validate_layout(parse_config(kContract, overrides), 2), fragments);
+  };
+  check({"kernels.first_grad_copy=true", "parallel.zero=2"},
+        {"config: kernels.first_grad_copy = true cannot apply at parallel.zero = 2 (the first gradient copy "
+         "lands in the ZeRO-0/1 flat buffer); set it to auto or false, or parallel.zero to 0 or 1"});
+  check({"kernels.fused_weight_grad=true", "kernels.first_grad_copy=false"},
+        {"config: kernels.fused_weight_grad = true cannot apply with kernels.first_grad_copy = false (the "
+         "weight gradients are written into the buffer the first gradient copy fills); set "
+         "kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false"});
+  check({"kernels.fused_weight_grad=true", "parallel.zero=3"},
+        {"config: kernels.fused_weight_grad = true cannot apply at parallel.zero = 3 (the weight gradients "
+         "are written into the ZeRO-0/1 flat buffer, with kernels.first_grad_copy); set it to auto or "
+         "false, or parallel.zero to 0 or 1"});
+  // At ZeRO >= 2 the stage is the reason, whatever first_grad_copy says.
+  check({"kernels.fused_weight_grad=true", "kernels.first_grad_copy=false", "parallel.zero=2"},
+        {"kernels.fused_weight_grad = true cannot apply at parallel.zero = 2"});
+  check({"kernels.fused_clip=true", "kernels.fused_adamw=false"},
+        {"config: kernels.fused_clip = true cannot apply with kernels.fused_adamw = false (clipping's scale "
+         "is applied inside the fused AdamW kernel); set kernels.fused_adamw: true, or kernels.fused_clip "
+         "to auto or false"});
+  // Both levers forced at ZeRO-2: a line each.
+  EXPECT_EQ(validate_layout(parse_config(kContract, {"kernels.first_grad_copy=true",
+                                                     "kernels.fused_weight_grad=true", "parallel.zero=2"}),
+                            2)
+                .size(),
+            2u);
+
+  // auto (and false) where true is refused, and true where it applies: no problem.
+  for (const std::vector<std::string>& quiet : std::vector<std::vector<std::string>>{
+           {"kernels.first_grad_copy=auto", "kernels.fused_weight_grad=auto", "parallel.zero=2"},
+           {"kernels.first_grad_copy=false", "kernels.fused_weight_grad=false", "parallel.zero=3"},
+           {"kernels.first_grad_copy=false", "kernels.fused_weight_grad=auto"},
+           {"kernels.fused_adamw=false", "kernels.fused_clip=auto"},
+           {"kernels.first_grad_copy=true", "kernels.fused_weight_grad=true", "parallel.zero=1"},
+           {"kernels.first_grad_copy=auto", "kernels.fused_weight_grad=true"},
+           {"kernels.fused_adamw=auto", "kernels.fused_clip=true"},
+           {"kernels.fused_adamw=true", "kernels.fused_clip=true"}}) {
+    SCOPED_TRACE(quiet.front() + " " + quiet.back());
+    EXPECT_TRUE(validate_layout(parse_config(kContract, quiet), 2).empty());
+  }
+}
+
 // Every field set away from its default, including strings YAML would misread unquoted.
 Config unusual_config() {
   return parse_config(R"(

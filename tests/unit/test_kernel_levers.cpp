@@ -1,0 +1,101 @@
+// The gradient and optimizer kernel levers as parallelize resolves them (runtime/parallelize.h):
+// auto on for a GPU and off for the CPU, off where what a lever builds on is off, the start-up line
+// saying so, and one line refusing an explicit true that the CPU leaves nothing to build on. A
+// c10::Device value stands in for the GPU: nothing is asked of the device itself.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/config/config.h"
+#include "runtime/parallelize.h"
+
+namespace atl::runtime {
+namespace {
+
+const c10::Device kCpu(c10::kCPU);
+const c10::Device kGpu(c10::kCUDA, 0);
+
+Config with(const std::vector<std::string>& overrides) {
+  return parse_config("", overrides);
+}
+
+std::string line_of(const std::vector<std::string>& overrides, c10::Device device) {
+  const Config config = with(overrides);
+  return kernels_line(config, resolve_kernels(config, device));
+}
+
+// The one problem resolve_kernels throws (empty when it resolves).
+std::vector<std::string> refusal(const std::vector<std::string>& overrides, c10::Device device) {
+  try {
+    resolve_kernels(with(overrides), device);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+TEST(KernelLevers, AutoResolvesQuietlyAndTheStartUpLineSaysToWhat) {
+  EXPECT_EQ(line_of({}, kGpu),
+            "kernels: fused_adamw on (auto), fused_clip on (auto), first_grad_copy on (auto), "
+            "fused_weight_grad on (auto)");
+  EXPECT_EQ(line_of({}, kCpu),
+            "kernels: fused_adamw off (auto), fused_clip off (auto: without fused_adamw), first_grad_copy "
+            "off (auto), fused_weight_grad off (auto: without first_grad_copy)");
+  // Where what a lever builds on is off, auto is off too and the line says why.
+  EXPECT_EQ(line_of({"parallel.zero=2"}, kGpu),
+            "kernels: fused_adamw on (auto), fused_clip on (auto), first_grad_copy off (auto: parallel.zero "
+            "= 2), fused_weight_grad off (auto: without first_grad_copy)");
+  EXPECT_EQ(line_of({"kernels.fused_adamw=false", "kernels.first_grad_copy=false"}, kGpu),
+            "kernels: fused_adamw off, fused_clip off (auto: without fused_adamw), first_grad_copy off, "
+            "fused_weight_grad off (auto: without first_grad_copy)");
+  const KernelLevers zero3 = resolve_kernels(with({"parallel.zero=3"}), kGpu);
+  EXPECT_TRUE(zero3.fused_adamw && zero3.fused_clip);
+  EXPECT_FALSE(zero3.first_grad_copy || zero3.fused_weight_grad);
+}
+
+// Every lever works on the CPU when forced (the parity tests compare it there bit for bit).
+TEST(KernelLevers, ExplicitTrueAppliesOnTheCpu) {
+  const KernelLevers forced = resolve_kernels(
+      with({"kernels.fused_adamw=true", "kernels.fused_clip=true", "kernels.first_grad_copy=true",
+            "kernels.fused_weight_grad=true", "parallel.zero=1"}),
+      kCpu);
+  EXPECT_TRUE(forced.fused_adamw && forced.fused_clip && forced.first_grad_copy && forced.fused_weight_grad);
+  EXPECT_EQ(
+      line_of({"kernels.fused_adamw=true", "kernels.fused_clip=true"}, kCpu),
+      "kernels: fused_adamw on, fused_clip on, first_grad_copy off (auto), fused_weight_grad off (auto: "
+      "without first_grad_copy)");
+}
+
+// An explicit true whose partner is auto applies on a GPU and is refused on the CPU, one line each.
+TEST(KernelLevers, ExplicitTrueOverAnAutoPartnerOnTheCpuSaysSo) {
+  const std::vector<std::string> clip = {"kernels.fused_clip=true"};
+  EXPECT_EQ(
+      refusal(clip, kCpu),
+      std::vector<std::string>{
+          "config: kernels.fused_clip = true cannot apply on the CPU with kernels.fused_adamw = auto (off on "
+          "the CPU; clipping's scale is applied inside the fused AdamW kernel); set kernels.fused_adamw: "
+          "true, or kernels.fused_clip to auto or false"});
+  EXPECT_TRUE(refusal(clip, kGpu).empty());
+  EXPECT_TRUE(resolve_kernels(with(clip), kGpu).fused_clip);
+
+  const std::vector<std::string> weight = {"kernels.fused_weight_grad=true"};
+  EXPECT_EQ(
+      refusal(weight, kCpu),
+      std::vector<std::string>{
+          "config: kernels.fused_weight_grad = true cannot apply on the CPU with kernels.first_grad_copy "
+          "= auto (off on the CPU; the weight gradients are written into the buffer the first gradient "
+          "copy fills); set kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false"});
+  EXPECT_TRUE(refusal(weight, kGpu).empty());
+  EXPECT_TRUE(resolve_kernels(with(weight), kGpu).fused_weight_grad);
+
+  // Both at once: a line each.
+  EXPECT_EQ(refusal({"kernels.fused_clip=true", "kernels.fused_weight_grad=true"}, kCpu).size(), 2u);
+  // At ZeRO-2 the stage is the reason, which validate_layout reports once (not here again).
+  const std::vector<std::string> zero2 = {"kernels.fused_weight_grad=true", "parallel.zero=2"};
+  EXPECT_TRUE(refusal(zero2, kCpu).empty());
+  EXPECT_EQ(validate_layout(with(zero2), with(zero2).job_ranks()).size(), 1u);
+}
+
+}  // namespace
+}  // namespace atl::runtime
