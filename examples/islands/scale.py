@@ -6,7 +6,7 @@ Usage:
 
 Points: CSV (default examples/islands/scale_cpu.csv: issue 20's CPU figures and the DiLoCo
 scaling-law paper's M = 4 figures as a reference), then each --gpu RUNS_DIR, a size directory of
-examples/islands/gpu/run.sh (runs/islands-gpu/m, ...): its diloco and sparseloco runs against its
+examples/islands/gpu/run.sh (runs/islands-gpu/m10, ...): its diloco and sparseloco runs against its
 sync runs, paired by seed (examples/islands/quality.py's reading; finished runs only), at the
 parameter count of its start-up line. y: final validation loss, percent above synchronous training
 (an error bar where there are several seeds: the sd of the paired changes); x: parameters, log
@@ -137,7 +137,7 @@ def plot(points):
         x += 170
     has_gpu = any(p["source"] == "gpu" for p in points)
     shapes = (("cpu", "CPU, issue 20 (2 cores, byte-level)"),
-              ("gpu", "GPU, issue 41 (subword)" if has_gpu else "GPU, issue 41: not yet run"),
+              ("gpu", "GPU, issue 55 (subword, H = 30)" if has_gpu else "GPU, issue 55: not yet run"),
               ("paper", "paper, M = 4 (C4; reference)"))
     ly2, x = ly + 24, left
     for source, text in shapes:
