@@ -39,19 +39,20 @@ struct ShardedDataParallel::BucketState {
 // outlives the AccumulateGrad node autograd may recreate between backwards).
 class ShardedDataParallel::GradientLanded final : public torch::autograd::PostAccumulateGradHook {
  public:
-  GradientLanded(ShardedDataParallel& engine, size_t entry, size_t bucket)
-      : engine_(engine), entry_(entry), bucket_(bucket) {}
+  GradientLanded(ShardedDataParallel& engine, size_t entry) : engine_(engine), entry_(entry) {}
   void operator()(const torch::autograd::Variable& param) override {
-    // A recomputed region hands its parameters' gradients on through autograd, undefined for those
-    // the sink took: their arrival was counted when the sink received them.
-    if (!param.grad().defined() && engine_.lands_in_sink(entry_)) return;
+    // AccumulateGrad calls this hook also when it received no gradient (an undefined one: e.g. a
+    // recomputed region's for a parameter the sink took, or one the region did not use). Nothing
+    // landed then, and nothing is counted; the tensor hook before it saw whether one came.
+    if (!engine_.incoming_[entry_]) return;
+    engine_.incoming_[entry_] = 0;
     if (engine_.first_grad_copy_) engine_.land_gradient(entry_, param);
-    engine_.on_gradient_ready(bucket_);
+    engine_.on_gradient_ready(entry_);
   }
 
  private:
   ShardedDataParallel& engine_;
-  size_t entry_, bucket_;
+  size_t entry_;
 };
 
 namespace {
@@ -156,6 +157,8 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   // Nothing to reduce and nothing to land: no hooks, no overhead.
   if (group_.size() == 1 && stage_ == 0 && !first_grad_copy_) return;
   if (first_grad_copy_) landed_.assign(params.entries().size(), 0);
+  arrived_.assign(params.entries().size(), 0);
+  incoming_.assign(params.entries().size(), 0);
   if (fused_weight_gradients)
     for (size_t i = 0; i < params.entries().size(); ++i)
       if (params.entries()[i].value.dim() == 2)
@@ -164,14 +167,16 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
     const FlatEntry& e = params.entries()[i];
     // Without a .grad of its own, autograd hands the parameter its gradient tensor for the hook to land.
     if (first_grad_copy_) e.value.mutable_grad().reset();
-    // ZeRO-2/3: before a gradient lands, its bucket's storage must exist and be free of a
-    // reduction in flight. A tensor hook on a leaf runs right before its accumulation.
-    const size_t bucket = e.bucket;
-    std::optional<unsigned> before;
-    if (stage_ >= 2)
-      before = e.value.register_hook([this, bucket](const at::Tensor&) { before_accumulate(bucket); });
-    torch::autograd::impl::set_post_acc_grad_hooks(e.value,
-                                                   std::make_unique<GradientLanded>(*this, i, bucket));
+    // A tensor hook on a leaf runs right before its accumulation, with the gradient autograd hands
+    // it (undefined where none came): it notes whether one comes, refuses one its bucket can no
+    // longer take, and under ZeRO-2/3 makes the bucket's storage exist, free of a reduction in flight.
+    const unsigned before = e.value.register_hook([this, i](const at::Tensor& grad) {
+      if (!grad.defined()) return;
+      check_can_land(i);
+      if (stage_ >= 2) before_accumulate(params_.entries()[i].bucket);
+      incoming_[i] = 1;
+    });
+    torch::autograd::impl::set_post_acc_grad_hooks(e.value, std::make_unique<GradientLanded>(*this, i));
     hooked_.push_back({e.value, before});
   }
 }
@@ -181,7 +186,7 @@ ShardedDataParallel::~ShardedDataParallel() {
   // the parameters their flat gradients back as .grad).
   for (size_t i = 0; i < hooked_.size(); ++i) {
     HookedParameter& h = hooked_[i];
-    if (h.before_hook) h.param.remove_hook(*h.before_hook);
+    h.param.remove_hook(h.before_hook);
     torch::autograd::impl::set_post_acc_grad_hooks(h.param, nullptr);
     if (first_grad_copy_) h.param.mutable_grad() = params_.entries()[i].grad;
   }
@@ -222,6 +227,8 @@ void ShardedDataParallel::start_step(int backwards_per_step) {
     s.dirty = false;
     s.rounds_reduced = 0;
   }
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  std::fill(incoming_.begin(), incoming_.end(), 0);
   if (first_grad_copy_)
     std::fill(landed_.begin(), landed_.end(), 0);
   else
@@ -230,7 +237,7 @@ void ShardedDataParallel::start_step(int backwards_per_step) {
 
 void ShardedDataParallel::land_gradient(size_t entry, const at::Tensor& param) {
   at::Tensor& handed = param.mutable_grad();
-  if (!handed.defined()) return;  // autograd calls the hook only with a gradient; nothing to land
+  if (!handed.defined()) return;  // nothing handed over
   const at::Tensor& flat = params_.entries()[entry].grad;
   // First gradient of the step: a copy (exactly 0 + g); then sums in the order autograd's own adds
   // made them.
@@ -250,6 +257,7 @@ bool ShardedDataParallel::receives(const at::Tensor& weight) const {
 void ShardedDataParallel::land_weight_gradient(const at::Tensor& weight, const at::Tensor& dy_rows,
                                                const at::Tensor& x_rows) {
   const size_t entry = sink_entries_.at(weight.data_ptr());
+  check_can_land(entry);
   at::Tensor flat = params_.entries()[entry].grad.view(weight.sizes());
   // The step's first lands in place of the product's own output; later ones are added, as
   // first_grad_copy adds autograd's.
@@ -261,7 +269,7 @@ void ShardedDataParallel::land_weight_gradient(const at::Tensor& weight, const a
     weight_gradient_into(flat, dy_rows.t(), x_rows);
   }
   landed_[entry] = 1;
-  on_gradient_ready(params_.entries()[entry].bucket);
+  on_gradient_ready(entry);
 }
 
 void ShardedDataParallel::zero_unlanded_gradients() {
@@ -280,11 +288,28 @@ void ShardedDataParallel::before_accumulate(size_t bucket) {
   }
 }
 
-void ShardedDataParallel::on_gradient_ready(size_t bucket) {
+void ShardedDataParallel::check_can_land(size_t entry) const {
+  // Stages 0-1 reduce a bucket once a step, after its last gradient: one landing after that would
+  // race with the reduction (stage 0, in place) or be reduced again with the whole bucket (stage 1).
+  // Stages 2-3 start a new round, which before_accumulate makes ready.
+  if (!step_started_ || stage_ >= 2 || buckets_[params_.entries()[entry].bucket].rounds_reduced == 0) return;
+  throw std::logic_error("ShardedDataParallel: a gradient of " + params_.entries()[entry].info.name +
+                         " landed after its bucket was reduced (a parameter landing more often in a "
+                         "backward than its bucket waited for)");
+}
+
+void ShardedDataParallel::on_gradient_ready(size_t entry) {
   if (!step_started_) return;
+  const size_t bucket = params_.entries()[entry].bucket;
   BucketState& s = buckets_[bucket];
   s.dirty = true;
-  if (--s.pending == 0) launch_reduction(bucket);
+  // Arrivals count per parameter, not per landing: a parameter landing twice in one backward (an
+  // inner backward into it, or the sink and autograd both) adds its second gradient into the
+  // buffer and leaves the bucket waiting for the others.
+  if (arrived_[entry] < arrivals_per_round_) {
+    ++arrived_[entry];
+    if (--s.pending == 0) launch_reduction(bucket);
+  }
   poll();  // MPI progresses non-blocking collectives only inside MPI calls
 }
 
@@ -293,6 +318,8 @@ void ShardedDataParallel::launch_reduction(size_t bucket) {
   const FlatBucket& fb = params_.buckets()[bucket];
   s.pending = s.params * arrivals_per_round_;
   s.dirty = false;
+  std::fill(arrived_.begin() + static_cast<std::ptrdiff_t>(fb.first_entry),
+            arrived_.begin() + static_cast<std::ptrdiff_t>(fb.end_entry), 0);
   // Reduced in reduce_dtype_: a converted copy when the gradients are kept in another dtype.
   const bool cast = fb.grads.scalar_type() != reduce_dtype_;
   const at::Tensor input = cast ? fb.grads.to(reduce_dtype_) : fb.grads;

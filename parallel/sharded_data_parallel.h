@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -135,9 +134,9 @@ class ShardedDataParallel final : public ParameterGate, public WeightGradientSin
   class GradientLanded;
   void before_accumulate(size_t bucket);
   void land_gradient(size_t entry, const at::Tensor& param);
-  bool lands_in_sink(size_t entry) const { return receives(params_.entries()[entry].value); }
   void zero_unlanded_gradients();
-  void on_gradient_ready(size_t bucket);
+  void check_can_land(size_t entry) const;
+  void on_gradient_ready(size_t entry);
   void launch_reduction(size_t bucket);
   void complete_reduction(size_t bucket);
   void poll();
@@ -160,14 +159,19 @@ class ShardedDataParallel final : public ParameterGate, public WeightGradientSin
   std::vector<at::Tensor> optimizer_values_;
   at::Tensor optimizer_grads_;
   struct HookedParameter {
-    at::Tensor param;                     // holds a GradientLanded hook
-    std::optional<unsigned> before_hook;  // ZeRO-2/3: the id of its before_accumulate tensor hook
+    at::Tensor param;      // holds a GradientLanded hook
+    unsigned before_hook;  // the id of its tensor hook (before accumulation)
   };
   std::vector<HookedParameter> hooked_;
   int arrivals_per_round_ = 1;
   bool step_started_ = false;
   bool first_grad_copy_ = false;
   std::vector<char> landed_;  // first_grad_copy: whether each entry's gradient landed this step
+  // Each entry's arrivals counted in its bucket's current round (at most arrivals_per_round_).
+  std::vector<int> arrived_;
+  // Set by an entry's tensor hook when a defined gradient is about to accumulate, taken by its
+  // GradientLanded hook.
+  std::vector<char> incoming_;
   // fused_weight_gradients: the entry of each 2-D parameter, by the address of its values.
   std::unordered_map<const void*, size_t> sink_entries_;
 };

@@ -3,6 +3,7 @@
 // accumulation, tensor and pipeline parallelism, tied embeddings, and buckets that are tiny or hold
 // parameter counts that do not divide by dp. And the model state each rank really allocates matches
 // `atoll plan`'s prediction.
+#include "runtime/model/recompute.h"
 #include "tests/parity_harness.h"
 
 namespace {
@@ -136,6 +137,118 @@ TEST(ZeroParity, FirstGradCopyTrainsBitwiseLikeTheZeroedBuffer) {
         atl::test::expect_runs_agree(copied, zeroed, bitwise);
         for (const auto& [name, grad] : zeroed.first_step_grads)
           EXPECT_TRUE(copied.first_step_grads.at(name).equal(grad)) << name;
+      }
+    }
+  }
+}
+
+// How a weight w lands twice in one backward (each way seen firing twice with LibTorch 2.14; a
+// weight used twice in one autograd graph gets one AccumulateGrad call, with the sum).
+enum class TwoLandings {
+  kReentrant,        // an inner backward into w (torch.utils.checkpoint's reentrant way), and w's use outside
+  kSinkTwice,        // two linear layers landing w through the sink (kernels.fused_weight_grad)
+  kSinkAndAutograd,  // one linear through the sink, one through autograd
+};
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// tanh(a w^T) recomputed in backward, with an inner backward through the recomputation into w itself:
+// w's AccumulateGrad hooks fire inside this node. w is no input of the node (it travels as its
+// address, as torch.utils.checkpoint captures it), so the outer graph's use of w lands it again.
+class ReentrantRegion : public torch::autograd::Function<ReentrantRegion> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor* w) {
+    ctx->save_for_backward({a});
+    ctx->saved_data["w"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(w));
+    return at::tanh(at::linear(a, *w));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor& w =
+        *reinterpret_cast<const at::Tensor*>(static_cast<intptr_t>(ctx->saved_data["w"].toInt()));
+    const at::Tensor a = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    at::Tensor out;
+    {
+      at::AutoGradMode grad_on(true);
+      out = at::tanh(at::linear(a, w));
+    }
+    torch::autograd::backward({out}, {grads[0]});
+    return {a.grad(), at::Tensor()};
+  }
+};
+
+// y = tanh((x * e) w^T) w^T, loss mean(y^2) / microbatches: w lands twice in each backward, after
+// which e lands, in the same bucket. `sink` null: kReentrant's inner backward, the others' two uses
+// through plain autograd.
+at::Tensor double_landing_loss(const at::Tensor& x, const at::Tensor& w, const at::Tensor& e, TwoLandings way,
+                               atl::parallel::WeightGradientSink* sink, int microbatches) {
+  using atl::runtime::linear_through;
+  using atl::runtime::Product;
+  const at::Tensor a = x * e;
+  at::Tensor y;
+  if (way == TwoLandings::kReentrant && sink == nullptr) {
+    y = at::linear(ReentrantRegion::apply(a, &w), w);
+  } else {
+    const at::Tensor h = at::tanh(linear_through(nullptr, a, w, Product::kRereadInBackward, sink));
+    y = linear_through(nullptr, h, w, Product::kRereadInBackward,
+                       way == TwoLandings::kSinkAndAutograd ? nullptr : sink);
+  }
+  return (y * y).mean() / microbatches;
+}
+
+// A weight that lands twice in one backward, at ZeRO 0, 1 and 2 over dp 2 with two microbatches a
+// step: the reduced gradients match one rank's plain autograd over the whole batch (every rank
+// computes that reference itself), for two steps.
+ATOLL_RUNS_AT(ZeroParity, AWeightLandingTwiceInOneBackward, 2);
+TEST(ZeroParity, AWeightLandingTwiceInOneBackward) {
+  const auto world = atl::test::MpiTestEnv::runtime().world();
+  const int dp = world->size(), microbatches = 2, rows = 3;
+  struct Case {
+    int zero;
+    TwoLandings way;
+    bool first_grad_copy, fused;
+  };
+  std::vector<Case> cases;
+  for (const int zero : {0, 1, 2}) cases.push_back({zero, TwoLandings::kReentrant, false, false});
+  for (const int zero : {0, 1}) {
+    cases.push_back({zero, TwoLandings::kReentrant, true, false});
+    cases.push_back({zero, TwoLandings::kSinkTwice, true, true});
+    cases.push_back({zero, TwoLandings::kSinkAndAutograd, true, true});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE("ZeRO-" + std::to_string(c.zero) + " way " + std::to_string(static_cast<int>(c.way)) +
+                 (c.first_grad_copy ? " first_grad_copy" : "") + (c.fused ? " fused_weight_grad" : ""));
+    atl::parallel::FlatParameters flat({{"w", {4, 4}}, {"e", {4}}}, at::kFloat,
+                                       atl::parallel::zero_layout(c.zero, dp, 1 << 20, 4), at::kFloat);
+    {
+      at::NoGradGuard no_grad;
+      flat.values().copy_(at::linspace(-0.9, 0.8, flat.numel(), at::kFloat));
+    }
+    const at::Tensor w_ref = flat.entry("w").value.detach().clone().requires_grad_();
+    const at::Tensor e_ref = flat.entry("e").value.detach().clone().requires_grad_();
+    atl::parallel::ShardedDataParallel engine(flat, *world, c.zero, at::ScalarType::Undefined,
+                                              c.first_grad_copy, c.fused);
+    const at::Tensor w = flat.entry("w").value, e = flat.entry("e").value;
+    for (int step = 0; step < 2; ++step) {
+      w_ref.mutable_grad().reset();
+      e_ref.mutable_grad().reset();
+      engine.start_step(microbatches);
+      for (int micro = 0; micro < microbatches; ++micro) {
+        torch::manual_seed(10 * step + micro);  // the same batch on every rank
+        const at::Tensor x = at::randn({dp * rows, 4}, at::TensorOptions().dtype(at::kFloat));
+        // The reference: both of w's uses through plain autograd.
+        double_landing_loss(x, w_ref, e_ref, TwoLandings::kSinkTwice, nullptr, microbatches).backward();
+        const at::Tensor mine = x.narrow(0, world->rank() * rows, rows);
+        double_landing_loss(mine, w, e, c.way, c.fused ? &engine : nullptr, microbatches).backward();
+      }
+      engine.finish();
+      const std::map<std::string, at::Tensor> expected{{"w", w_ref.grad()}, {"e", e_ref.grad()}};
+      for (const auto& run : engine.owned_runs()) {
+        const std::string& name = flat.entries()[run.entry].info.name;
+        const at::Tensor got = engine.optimizer_grads().narrow(0, run.offset, run.numel);
+        const at::Tensor want = expected.at(name).flatten().narrow(0, run.entry_offset, run.numel);
+        EXPECT_LT((got - want).norm().item<double>(), 1e-6 * want.norm().item<double>())
+            << "step " << step + 1 << " " << name << ": got " << got << " want " << want;
       }
     }
   }

@@ -72,6 +72,37 @@ TEST(FirstGradCopy, TheParametersGetTheirFlatGradientBackWhenTheEngineGoes) {
   EXPECT_TRUE(a.value.grad().is_same(a.grad));
 }
 
+// x * 2 in forward; in backward x's gradient and an undefined one for u, which u's AccumulateGrad
+// still calls the engine's hook with (LibTorch 2.14).
+class IgnoresItsParameter : public torch::autograd::Function<IgnoresItsParameter> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x, const at::Tensor&) {
+    return x * 2;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0] * 2, at::Tensor()};
+  }
+};
+
+// A hook call with an undefined gradient is no arrival: counted as one, u's bucket would be reduced
+// (ZeRO-1: copied into the shard) still holding step 1's gradient, before finish() zeros it.
+TEST(FirstGradCopy, AnUndefinedGradientIsNoArrival) {
+  FlatParameters flat({{"u", {4}}}, at::kFloat, zero_layout(1, 1, 1 << 20, 4));
+  comm::SingleRankCommunicator self("dp");
+  ShardedDataParallel engine(flat, self, 1, at::ScalarType::Undefined, /*first_grad_copy=*/true);
+  const at::Tensor u = flat.entry("u").value;
+  const at::Tensor x = torch::ones({4}).requires_grad_();
+  engine.start_step(1);
+  (x * u).sum().backward();
+  engine.finish();
+  EXPECT_TRUE(engine.optimizer_grads().narrow(0, 0, 4).equal(torch::ones({4})));  // then padding
+  engine.start_step(1);
+  IgnoresItsParameter::apply(x, u).sum().backward();
+  engine.finish();
+  EXPECT_TRUE(engine.optimizer_grads().eq(0).all().item<bool>()) << engine.optimizer_grads();
+}
+
 TEST(FirstGradCopy, IsForZeroStagesZeroAndOne) {
   FlatParameters flat({{"a", {4}}}, at::kFloat, zero_layout(2, 1, 1 << 20, 4));
   comm::SingleRankCommunicator self("dp");

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/single_rank_communicator.h"
@@ -20,6 +23,34 @@ namespace {
 
 using runtime::Product;
 
+// Two replicas holding the same gradients, seen from one of them: an average over the group is the
+// tensor itself, so a stage-0 engine over it counts arrivals and launches its reductions (over a group
+// of one it would not) with the results of one rank. Each all-reduce's input is kept as it is at the
+// launch: what the engine reduced, and when.
+class TwoReplicas final : public comm::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const std::string& name() const override { return self_.name(); }
+  comm::WorkPtr all_reduce(const at::Tensor& tensor, comm::ReduceOp op) override {
+    reduced.push_back(tensor.clone());
+    return self_.all_reduce(tensor, op);
+  }
+  comm::WorkPtr reduce_scatter(const at::Tensor&, const at::Tensor&, comm::ReduceOp) override {
+    return unused();
+  }
+  comm::WorkPtr all_gather(const at::Tensor&, const at::Tensor&) override { return unused(); }
+  comm::WorkPtr broadcast(const at::Tensor&, int) override { return unused(); }
+  comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>&) override { return unused(); }
+  void barrier() override {}
+
+  std::vector<at::Tensor> reduced;
+
+ private:
+  static comm::WorkPtr unused() { throw std::logic_error("TwoReplicas: only all_reduce (ZeRO-0)"); }
+  comm::SingleRankCommunicator self_{"dp"};
+};
+
 struct Setup {
   at::ScalarType dtype = at::kFloat;
   int zero_stage = 0;
@@ -29,7 +60,8 @@ struct Setup {
 
 // w [4, 3] and a norm-like n [3]; y = (x * n) W^T, two backwards (microbatches) a step, each
 // against its own upstream gradient. Returns what the optimizer reads: the engine's gradients.
-at::Tensor gradients_of_one_step(const Setup& s) {
+// ZeRO-0 runs over TwoReplicas, whose launches land in `reduced` where given.
+at::Tensor gradients_of_one_step(const Setup& s, std::vector<at::Tensor>* reduced = nullptr) {
   FlatParameters flat({{"w", {4, 3}}, {"n", {3}}}, s.dtype, zero_layout(s.zero_stage, 1, 1 << 20, 4),
                       at::kFloat);
   {
@@ -37,7 +69,9 @@ at::Tensor gradients_of_one_step(const Setup& s) {
     flat.values().copy_(at::linspace(-1, 1, flat.numel(), at::kFloat));
   }
   comm::SingleRankCommunicator self("dp");
-  ShardedDataParallel engine(flat, self, s.zero_stage, at::ScalarType::Undefined, /*first_grad_copy=*/true,
+  TwoReplicas replicas;
+  comm::Communicator& group = s.zero_stage == 0 ? static_cast<comm::Communicator&>(replicas) : self;
+  ShardedDataParallel engine(flat, group, s.zero_stage, at::ScalarType::Undefined, /*first_grad_copy=*/true,
                              /*fused_weight_gradients=*/s.fused);
   const at::Tensor w = flat.entry("w").value, n = flat.entry("n").value;
   WeightGradientSink* sink = s.fused ? &engine : nullptr;
@@ -56,6 +90,7 @@ at::Tensor gradients_of_one_step(const Setup& s) {
     y.backward(dy);
   }
   engine.finish();
+  if (reduced) *reduced = replicas.reduced;
   return engine.optimizer_grads().clone();
 }
 
@@ -63,11 +98,22 @@ TEST(FusedWeightGrad, LandsAutogradsGradientBitForBit) {
   for (const int zero_stage : {0, 1}) {
     for (const bool recompute : {false, true}) {
       SCOPED_TRACE("ZeRO-" + std::to_string(zero_stage) + (recompute ? " recomputed" : ""));
-      const at::Tensor through_autograd = gradients_of_one_step({at::kFloat, zero_stage, false, recompute});
-      const at::Tensor through_sink = gradients_of_one_step({at::kFloat, zero_stage, true, recompute});
+      std::vector<at::Tensor> reduced_autograd, reduced_sink;
+      const at::Tensor through_autograd =
+          gradients_of_one_step({at::kFloat, zero_stage, false, recompute}, &reduced_autograd);
+      const at::Tensor through_sink =
+          gradients_of_one_step({at::kFloat, zero_stage, true, recompute}, &reduced_sink);
       EXPECT_TRUE(through_sink.equal(through_autograd))
           << "max difference " << (through_sink - through_autograd).abs().max().item<double>();
       EXPECT_FALSE(through_sink.narrow(0, 0, 12).eq(0).all().item<bool>());
+      if (zero_stage != 0) continue;
+      // The one bucket is reduced once, when both parameters' gradients of both microbatches have
+      // landed (from the backward hooks' count): not before, nor again in finish().
+      for (const auto& [reduced, grads] :
+           {std::pair{&reduced_autograd, &through_autograd}, std::pair{&reduced_sink, &through_sink}}) {
+        ASSERT_EQ(reduced->size(), 1u);
+        EXPECT_TRUE(reduced->front().equal(*grads));
+      }
     }
   }
 }
@@ -84,6 +130,38 @@ TEST(FusedWeightGrad, Bf16ProductsLandInFp32Unrounded) {
     EXPECT_LT((w_unrounded - w_rounded).abs().max().item<double>(),
               2e-2 * w_rounded.abs().max().item<double>());
     EXPECT_TRUE(unrounded.narrow(0, 16, 3).equal(rounded.narrow(0, 16, 3))) << "n goes through autograd";
+  }
+}
+
+// y = tanh(x W^T) n W^T lands W through the sink twice in one backward, with n landing between
+// them: n's landing completes the bucket, which ZeRO 0-1 reduce once a step, so W's second gradient
+// would miss the reduction. The engine refuses it, naming the parameter.
+TEST(FusedWeightGrad, AGradientLandingAfterItsBucketWasReducedIsRefused) {
+  for (const int zero_stage : {0, 1}) {
+    SCOPED_TRACE("ZeRO-" + std::to_string(zero_stage));
+    FlatParameters flat({{"w", {3, 3}}, {"n", {3}}}, at::kFloat, zero_layout(zero_stage, 1, 1 << 20, 4));
+    {
+      at::NoGradGuard no_grad;
+      flat.values().copy_(at::linspace(-1, 1, flat.numel(), at::kFloat));
+    }
+    comm::SingleRankCommunicator self("dp");
+    TwoReplicas replicas;
+    comm::Communicator& group = zero_stage == 0 ? static_cast<comm::Communicator&>(replicas) : self;
+    ShardedDataParallel engine(flat, group, zero_stage, at::ScalarType::Undefined, true, true);
+    const at::Tensor w = flat.entry("w").value, n = flat.entry("n").value;
+    const at::Tensor x = torch::randn({2, 3}).requires_grad_();
+    engine.start_step(1);
+    const at::Tensor h =
+        at::tanh(runtime::linear_through(nullptr, x, w, Product::kRereadInBackward, &engine));
+    const at::Tensor y = runtime::linear_through(nullptr, h * n, w, Product::kRereadInBackward, &engine);
+    try {
+      y.sum().backward();
+      ADD_FAILURE() << "a gradient of w landed after its bucket was reduced, unrefused";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("a gradient of w landed after its bucket was reduced"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
