@@ -40,12 +40,20 @@ for rank in (0, 1):
         sys.exit(f"rank {rank}'s trace has no aten::mm")
 PY
 }
-if [[ $status -eq 0 && $(grep -c '^profile: steps 3-4 ' "$work/profiled.log") -eq 1 ]] && traces_hold_mm &&
-   grep -q '| peak 1.0 GFLOP/s per rank x 2 ranks$' "$work/profiled.log" &&
-   grep -q ' aten::mm$' "$work/profiled/profile/summary.txt" && [[ "$(losses "$work/run")" == "$(losses "$work/profiled")" ]]; then
+# The first condition that does not hold, named in the failure.
+profiled_problem() {
+  ((status == 0)) || { echo "exit $status"; return; }
+  [[ $(grep -c '^profile: steps 3-4 ' "$work/profiled.log") -eq 1 ]] || { echo "no single 'profile: steps 3-4' line"; return; }
+  traces_hold_mm 2>&1 || return
+  grep -q '| peak 1.0 GFLOP/s per rank x 2 ranks$' "$work/profiled.log" || { echo "no 'peak 1.0 GFLOP/s' start-up line"; return; }
+  grep -q ' aten::mm$' "$work/profiled/profile/summary.txt" || { echo "summary.txt names no aten::mm"; return; }
+  [[ "$(losses "$work/run")" == "$(losses "$work/profiled")" ]] || echo "losses differ from the unprofiled run's"
+}
+problem=$(profiled_problem)
+if [[ -z $problem ]]; then
   check ok "launch: train.profile_start writes both ranks' traces and rank 0's operator times; losses unchanged; MFU against run.mfu_peak_tflops"
 else
-  check fail "launch: profiled run (exit $status)" "$work/profiled.log"
+  check fail "launch: profiled run: $problem" "$work/profiled.log"
 fi
 
 # Two islands of one rank with DiLoCo (H = 3, int8 exchange): outer bytes in every step record,
