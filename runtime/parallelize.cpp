@@ -281,7 +281,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
   layout.compute_dtype = scalar_type(config.train.precision);
   layout.device = device;
-  layout.kernels = resolve_kernels(config, device);  // before any collective: it may refuse the config
+  layout.kernels = resolve_kernels(config, device);
 
   // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
@@ -321,11 +321,10 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
   // for each unit's parameters before using them (ZeRO-3 gathers them then).
-  const bool first_grad_copy = layout.kernels.first_grad_copy;
-  const bool fused_weight_grad = layout.kernels.fused_weight_grad;
-  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(*layout.params, layout.mesh->dp(),
-                                                                         p.zero, scalar_type(p.reduce_dtype),
-                                                                         first_grad_copy, fused_weight_grad);
+  const KernelLevers& levers = layout.kernels;
+  layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
+      *layout.params, layout.mesh->dp(), p.zero, scalar_type(p.reduce_dtype), levers.first_grad_copy,
+      levers.fused_weight_grad);
   parallel::ParameterGate* gate = p.zero >= 1 ? layout.data_parallel.get() : nullptr;
   const ModelKernels kernels{kernel_on(config.kernels.fused_rms_norm, device.is_cuda()),
                              kernel_on(config.kernels.native_gqa, device.is_cuda()),
@@ -335,7 +334,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(
         config.model, *layout.params, layout.mesh->tp(), p.sequence_parallel, part, gate, kernels,
-        config.train.recompute, fused_weight_grad ? layout.data_parallel.get() : nullptr));
+        config.train.recompute, levers.fused_weight_grad ? layout.data_parallel.get() : nullptr));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);
@@ -343,12 +342,10 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
 
   // The inner optimizer on what this rank owns (everything, or its ZeRO shard).
   const OptimConfig& o = config.optim;
-  const bool fused = layout.kernels.fused_adamw;
-  const bool fused_clip = layout.kernels.fused_clip;
   layout.optimizer = std::make_unique<optim::FlatAdamW>(
       layout.data_parallel->optimizer_values(), layout.data_parallel->optimizer_grads(),
       decay_segments(*layout.data_parallel),
-      optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, fused, fused_clip});
+      optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, levers.fused_adamw, levers.fused_clip});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
   add_islands(config, world, layout, std::move(authentication));

@@ -75,26 +75,15 @@ phase() {
 }
 # Processes sharing a GPU take turns on it, one context at a time (on the H100 the suite's cases took
 # 5 to 80 s against under 1 s on the CPU, the GPU 100% busy at 122 W with 14 processes); under
-# CUDA's multi-process service (MPS, a daemon of this check's own: no setting of the card changes)
-# their kernels run side by side. ATOLL_GPU_MPS=0: without it. It stops before the benchmark, which
-# runs alone.
+# CUDA's multi-process service (scripts/mps.sh) their kernels run side by side. ATOLL_GPU_MPS=0:
+# without it. It stops before the benchmark, which runs alone.
+# shellcheck source=scripts/mps.sh
+source scripts/mps.sh
 mps_start() {
-  [[ ${ATOLL_GPU_MPS:-1} == 1 && $rehearsal != 1 ]] && command -v nvidia-cuda-mps-control >/dev/null || return 1
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/atoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/atoll-mps/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then
-    note "mps: on (tests share the GPU through CUDA's multi-process service)"
-  else
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-    return 1
-  fi
+  [[ ${ATOLL_GPU_MPS:-1} == 1 && $rehearsal != 1 ]] && mps_daemon_start || return 1
+  note "mps: on (tests share the GPU through CUDA's multi-process service)"
 }
-mps_stop() {
-  [[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]] || return 0
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-  sleep 1
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-}
+mps_stop() { mps_daemon_stop; }
 pack() {
   mps_stop
   tar -czf "$out/logs.tar.gz" -C "$out" logs 2>/dev/null && rm -rf "$out/logs"

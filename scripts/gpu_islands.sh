@@ -117,16 +117,15 @@ if [[ -s .gpu-deps/islands-runs.tar.gz ]]; then
   note "earlier runs: $(find "$runs" -name DONE | wc -l) finished runs taken from .gpu-deps/islands-runs.tar.gz"
 fi
 
-# CUDA's multi-process service: the runs' kernels side by side on the GPU (no setting of the card
-# changes; the daemon stops at the end).
-if [[ ${ISLANDS_TINY:-0} != 1 && ${ISLANDS_MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/atoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/atoll-mps/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then
+# CUDA's multi-process service: the runs' kernels side by side on the GPU (scripts/mps.sh; the
+# daemon stops at the end).
+if [[ ${ISLANDS_TINY:-0} != 1 && ${ISLANDS_MPS:-1} == 1 ]]; then
+  # shellcheck source=scripts/mps.sh
+  source scripts/mps.sh
+  if mps_daemon_start; then
     note "mps: on"
-    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+    trap mps_daemon_stop EXIT
   else
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     note "mps: could not start; the runs take turns on the GPU"
   fi
 fi
