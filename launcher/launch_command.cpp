@@ -134,31 +134,26 @@ void append_event(const std::string& run_dir, const runtime::JsonRecord& record)
   runtime::MetricsLog(run_dir + "/metrics.jsonl").write(record);
 }
 
-}  // namespace
+void print_help() {
+  std::cout
+      << "usage: " << kLaunchUsage << "\n\n"
+      << "Starts islands*pp*dp*tp ranks (pp*dp*tp with outer.rendezvous: one island per job; or --np N),\n"
+      << "each under `atoll supervise` (per-rank logs and exit\n"
+      << "records in <run.dir>/logs/):\n"
+      << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
+      << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
+      << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
+      << "  --slurm      srun --ntasks=N --mpi=pmix (inside salloc/sbatch; SLURM_MPI_TYPE names another\n"
+      << "               PMI plugin); --mpirun forces mpirun\n"
+      << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
+      << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
+      << "  --dry-run    print the command and exit\n"
+      << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
+      << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
+}
 
-int launch_command(const Args& args) {
-  if (wants_help(args)) {
-    std::cout
-        << "usage: " << kLaunchUsage << "\n\n"
-        << "Starts islands*pp*dp*tp ranks (pp*dp*tp with outer.rendezvous: one island per job; or --np N),\n"
-        << "each under `atoll supervise` (per-rank logs and exit\n"
-        << "records in <run.dir>/logs/):\n"
-        << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
-        << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
-        << "  --hostfile   mpirun over the hosts of FILE (Open MPI format: 'host slots=N')\n"
-        << "  --slurm      srun --ntasks=N --mpi=pmix (inside salloc/sbatch; SLURM_MPI_TYPE names another\n"
-        << "               PMI plugin); --mpirun forces mpirun\n"
-        << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
-        << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
-        << "  --dry-run    print the command and exit\n"
-        << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
-        << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
-    return 0;
-  }
-  const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
-  const LaunchOptions options = parse_options(parsed.rest);
-  const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-
+// Which launcher starts the job, with how many ranks, and what it needs to know of this host.
+LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config& config) {
   LaunchRequest request;
   request.mode =
       choose_mode(!options.hostfile.empty(), options.slurm, options.mpirun, std::getenv("SLURM_JOB_ID"));
@@ -177,30 +172,56 @@ int launch_command(const Args& args) {
   request.extra_args = options.extra;
   request.as_root = geteuid() == 0;
   request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return request;
+}
 
-  // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
-  if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
+// The whole command line: the launcher, then each rank's `atoll supervise RUN_DIR -- atoll train ...`.
+std::vector<std::string> job_command(const LaunchRequest& request, const ConfigArgs& parsed,
+                                     const runtime::Config& config) {
   const std::string self = self_executable();
   std::vector<std::string> command = launcher_prefix(request);
   command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
   for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
-  std::cout << "atoll launch: " << command_line(command) << std::endl;
-  if (options.dry_run) return 0;
-  if (options.max_restarts > 0 && config.checkpoint.every == 0)
-    std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
-              << std::endl;
+  return command;
+}
 
-  const std::string launcher_name = request.mode == LaunchMode::kSlurm ? "srun" : "mpirun";
-  ChildOptions child_options;
+// How the launcher runs mpirun or srun: signals to it translated, in a process group of its own.
+ChildOptions launcher_child_options(LaunchMode mode) {
+  ChildOptions options;
   // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
   // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
-  child_options.forward = [mode = request.mode](int signal) {
+  options.forward = [mode](int signal) {
     return signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
   };
-  child_options.own_process_group = true;
+  options.own_process_group = true;
+  return options;
+}
+
+// Says why the job failed (the first failed rank's exit record, else the launcher's status) and, when
+// the launcher was ended by us, that it had outlived the failure; returns the reason.
+std::string report_failure(const ChildExit& job, const std::optional<RankExit>& cause,
+                           const std::string& launcher_name, double straggler_grace_s,
+                           const std::string& run_dir) {
+  if (job.abandoned)
+    std::cerr << "atoll launch: " << launcher_name << " had not ended " << straggler_grace_s << " s after "
+              << (cause ? "rank " + std::to_string(cause->rank) : std::string("a rank"))
+              << " failed (a node it cannot reach?); ended it" << std::endl;
+  const std::string why =
+      cause ? describe(*cause) : launcher_name + " exited with status " + std::to_string(job.status());
+  std::cerr << "atoll launch: the job failed: " << why << " (log: " << run_dir << "/logs/rank-"
+            << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
+  return why;
+}
+
+// Runs the job and, after a failure a restart may cure, relaunches it from its last committed
+// checkpoint, up to `max_restarts` times. Returns the exit status of `atoll launch`.
+int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const std::string& run_dir,
+                      int max_restarts) {
+  const std::string launcher_name = mode == LaunchMode::kSlurm ? "srun" : "mpirun";
+  ChildOptions child_options = launcher_child_options(mode);
   // mpirun's job a session directory of its own; srun's ranks (started through PMIx) make none.
   std::optional<SessionDirectory> session_directory;
-  if (request.mode != LaunchMode::kSlurm) session_directory.emplace();
+  if (mode != LaunchMode::kSlurm) session_directory.emplace();
   // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
   // end it, so that the failure is reported and --max-restarts can act. The exit records are read
   // at most once a second.
@@ -210,44 +231,60 @@ int launch_command(const Args& args) {
     const double now_s = seconds_since_epoch();
     if (now_s < next_look_s) return false;
     next_look_s = now_s + 1.0;
-    return outlived_failure(read_rank_exits(config.run.dir), now_s, kStragglerGrace_s);
+    return outlived_failure(read_rank_exits(run_dir), now_s, kStragglerGrace_s);
   };
   for (int attempt = 0;; ++attempt) {
     std::error_code ignored;
-    for (const RankExit& old : read_rank_exits(config.run.dir))
-      std::filesystem::remove(exit_record_path(config.run.dir, old.rank), ignored);
+    for (const RankExit& old : read_rank_exits(run_dir))
+      std::filesystem::remove(exit_record_path(run_dir, old.rank), ignored);
     const ChildExit job = run_child(command, child_options);
     if (job.status() == 0 || job.received_signal != 0) return job.status();
-    const std::optional<RankExit> cause = first_failure(read_rank_exits(config.run.dir));
-    if (job.abandoned)
-      std::cerr << "atoll launch: " << launcher_name << " had not ended " << kStragglerGrace_s << " s after "
-                << (cause ? "rank " + std::to_string(cause->rank) : std::string("a rank"))
-                << " failed (a node it cannot reach?); ended it" << std::endl;
-    const std::string why =
-        cause ? describe(*cause) : launcher_name + " exited with status " + std::to_string(job.status());
-    std::cerr << "atoll launch: the job failed: " << why << " (log: " << config.run.dir << "/logs/rank-"
-              << (cause ? std::to_string(cause->rank) : std::string("N")) << ".log)" << std::endl;
+    const std::optional<RankExit> cause = first_failure(read_rank_exits(run_dir));
+    const std::string why = report_failure(job, cause, launcher_name, kStragglerGrace_s, run_dir);
     if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {
-      if (options.max_restarts > 0)
+      if (max_restarts > 0)
         std::cerr << "atoll launch: not restarting: exit code " << cause->code
                   << " means bad input or a non-finite stop, which a relaunch repeats" << std::endl;
       return job.status();
     }
-    if (attempt >= options.max_restarts) {
-      if (options.max_restarts > 0)
-        std::cerr << "atoll launch: giving up after " << options.max_restarts << " restart(s)" << std::endl;
+    if (attempt >= max_restarts) {
+      if (max_restarts > 0)
+        std::cerr << "atoll launch: giving up after " << max_restarts << " restart(s)" << std::endl;
       return job.status();
     }
-    append_event(config.run.dir, runtime::JsonRecord()
-                                     .add("event", std::string("restart"))
-                                     .add("attempt", static_cast<int64_t>(attempt + 1))
-                                     .add("failed_rank", static_cast<int64_t>(cause ? cause->rank : -1))
-                                     .add("reason", why));
-    std::cerr << "atoll launch: restart " << attempt + 1 << " of " << options.max_restarts
+    append_event(run_dir, runtime::JsonRecord()
+                              .add("event", std::string("restart"))
+                              .add("attempt", static_cast<int64_t>(attempt + 1))
+                              .add("failed_rank", static_cast<int64_t>(cause ? cause->rank : -1))
+                              .add("reason", why));
+    std::cerr << "atoll launch: restart " << attempt + 1 << " of " << max_restarts
               << " from the last committed checkpoint" << std::endl;
     // A restart always resumes from the newest committed checkpoint, whatever the config said.
     if (attempt == 0) command.insert(command.end(), {"--set", "checkpoint.resume=auto"});
   }
+}
+
+}  // namespace
+
+int launch_command(const Args& args) {
+  if (wants_help(args)) {
+    print_help();
+    return 0;
+  }
+  const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
+  const LaunchOptions options = parse_options(parsed.rest);
+  const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
+  const LaunchRequest request = launch_request(options, config);
+
+  // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
+  if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
+  const std::vector<std::string> command = job_command(request, parsed, config);
+  std::cout << "atoll launch: " << command_line(command) << std::endl;
+  if (options.dry_run) return 0;
+  if (options.max_restarts > 0 && config.checkpoint.every == 0)
+    std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
+              << std::endl;
+  return run_with_restarts(command, request.mode, config.run.dir, options.max_restarts);
 }
 
 }  // namespace atl::launcher
