@@ -156,16 +156,6 @@ at::Tensor reduce_from_tp_region(const at::Tensor& x, comm::Communicator& tp) {
   return ReduceFromRegion::apply(x, &tp);
 }
 
-at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight_shard,
-                                  comm::Communicator& tp) {
-  return at::linear(copy_to_tp_region(x, tp), weight_shard);
-}
-
-at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weight_shard,
-                               comm::Communicator& tp) {
-  return reduce_from_tp_region(at::linear(x_shard, weight_shard), tp);
-}
-
 at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp) {
   if (tp.size() == 1) return x_shard;
   return GatherSequence::apply(x_shard, &tp);
@@ -174,6 +164,14 @@ at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp) {
 at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp) {
   if (tp.size() == 1) return x;
   return ReduceScatterSequence::apply(x, &tp);
+}
+
+at::Tensor enter_tp_region(const at::Tensor& x, comm::Communicator& tp, bool sequence_parallel) {
+  return sequence_parallel ? gather_sequence(x, tp) : copy_to_tp_region(x, tp);
+}
+
+at::Tensor exit_tp_region(const at::Tensor& partial, comm::Communicator& tp, bool sequence_parallel) {
+  return sequence_parallel ? reduce_scatter_sequence(partial, tp) : reduce_from_tp_region(partial, tp);
 }
 
 VocabShard vocab_shard(int64_t padded_vocab, int tp_size, int tp_rank) {
@@ -189,7 +187,7 @@ at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& wei
   const at::Tensor outside = local.lt(0) | local.ge(rows);
   at::Tensor out = at::embedding(weight_shard, local.masked_fill(outside, 0));
   out = out.masked_fill(outside.unsqueeze(-1), 0.0);
-  return sequence_parallel ? reduce_scatter_sequence(out, tp) : reduce_from_tp_region(out, tp);
+  return exit_tp_region(out, tp, sequence_parallel);
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits_shard, const at::Tensor& targets,

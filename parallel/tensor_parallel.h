@@ -5,9 +5,10 @@
 //   reduce_from_tp_region  forward all-reduce, backward identity    (output of a row-parallel layer)
 //
 // A column-parallel linear holds rows [r*out/tp, (r+1)*out/tp) of the weight and produces that
-// slice of the output features; a row-parallel linear holds the matching columns and sums the
-// partial products over the group. The vocabulary-parallel embedding and cross-entropy split the
-// vocabulary rows the same way and never gather the full logits.
+// slice of the output features from an input that entered the tensor-parallel region
+// (enter_tp_region); a row-parallel linear holds the matching columns, and its partial products
+// leave the region summed over the group (exit_tp_region). The vocabulary-parallel embedding and
+// cross-entropy split the vocabulary rows the same way and never gather the full logits.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,13 +22,6 @@ namespace atl::parallel {
 at::Tensor copy_to_tp_region(const at::Tensor& x, comm::Communicator& tp);
 at::Tensor reduce_from_tp_region(const at::Tensor& x, comm::Communicator& tp);
 
-// y_shard = x W_shard^T, W_shard: [out/tp, in]. x is replicated over the group.
-at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight_shard,
-                                  comm::Communicator& tp);
-// y = sum over ranks of x_shard W_shard^T, W_shard: [out, in/tp]. y is replicated over the group.
-at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weight_shard,
-                               comm::Communicator& tp);
-
 // Sequence parallelism (Megatron-SP): activations outside attention and MLP are split along the
 // sequence (dim 1 of [batch, seq, hidden]); these gather the sequence before a column-parallel
 // layer and reduce-scatter it after a row-parallel one, replacing copy_to / reduce_from.
@@ -36,6 +30,14 @@ at::Tensor row_parallel_linear(const at::Tensor& x_shard, const at::Tensor& weig
 // The sequence length must divide by the group size.
 at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp);
 at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp);
+
+// The way into the tensor-parallel region before a column-parallel layer (x W_shard^T, W_shard:
+// [out/tp, in]) and out of it after a row-parallel one (the partial x_shard W_shard^T, W_shard:
+// [out, in/tp], summed over the group): copy_to_tp_region / reduce_from_tp_region, or with
+// `sequence_parallel` gather_sequence / reduce_scatter_sequence. What the model runs around q/k/v
+// and o_proj, gate/up and down_proj, and the LM head.
+at::Tensor enter_tp_region(const at::Tensor& x, comm::Communicator& tp, bool sequence_parallel);
+at::Tensor exit_tp_region(const at::Tensor& partial, comm::Communicator& tp, bool sequence_parallel);
 
 // The vocabulary rows [vocab_start, vocab_start + rows) this rank holds of a padded vocabulary.
 struct VocabShard {

@@ -185,15 +185,6 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   causal_mask_ = causal_mask(config.seq, dtype).to(device);
 }
 
-at::Tensor LlamaModel::enter_tp(const at::Tensor& x) const {
-  return sequence_parallel_ ? parallel::gather_sequence(x, tp_) : parallel::copy_to_tp_region(x, tp_);
-}
-
-at::Tensor LlamaModel::exit_tp(const at::Tensor& partial) const {
-  return sequence_parallel_ ? parallel::reduce_scatter_sequence(partial, tp_)
-                            : parallel::reduce_from_tp_region(partial, tp_);
-}
-
 at::Tensor LlamaModel::linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                               Product use) const {
   return linear_through(tape, x, weight, use, weight_gradients_);
@@ -210,7 +201,7 @@ at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in
 std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w, const at::Tensor& h,
                                                      LinearTape* tape, Product qkv) const {
   // Column-parallel q/k/v: this rank's heads only, over the whole sequence.
-  const at::Tensor x_tp = enter_tp(rms_norm(h, w.norm));
+  const at::Tensor x_tp = parallel::enter_tp_region(rms_norm(h, w.norm), tp_, sequence_parallel_);
   const int64_t batch = x_tp.size(0), seq = x_tp.size(1);
   const int64_t heads = w.wq.size(0) / head_dim_, kv_heads = w.wk.size(0) / head_dim_;
   // [batch, heads, seq, head_dim]
@@ -249,16 +240,18 @@ at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tens
                                     const at::Tensor& attended, LinearTape* tape) const {
   const int64_t batch = attended.size(0), heads = attended.size(1), seq = attended.size(2);
   const at::Tensor merged = attended.transpose(1, 2).reshape({batch, seq, heads * head_dim_});
-  const at::Tensor h1 = h + exit_tp(linear(tape, merged, w.wo));  // o_proj: row-parallel
+  // o_proj: row-parallel.
+  const at::Tensor h1 = h + parallel::exit_tp_region(linear(tape, merged, w.wo), tp_, sequence_parallel_);
   // SwiGLU: gate and up column-parallel, down row-parallel.
-  const at::Tensor x = enter_tp(rms_norm(h1, w.norm));
+  const at::Tensor x = parallel::enter_tp_region(rms_norm(h1, w.norm), tp_, sequence_parallel_);
   // Two statements: a tape hands its products back in the order they were taken.
   const at::Tensor gate_in = linear(tape, x, w.w_gate);
   const at::Tensor up = linear(tape, x, w.w_up);
   const at::Tensor product = kernels_.fused_swiglu && fused_swiglu_takes(gate_in, up)
                                  ? fused_swiglu(gate_in, up)
                                  : at::silu(gate_in) * up;
-  return h1 + exit_tp(linear(tape, product, w.w_down, Product::kNotReread));
+  return h1 + parallel::exit_tp_region(linear(tape, product, w.w_down, Product::kNotReread), tp_,
+                                       sequence_parallel_);
 }
 
 LlamaModel::AttentionInWeights LlamaModel::attention_in_weights(const std::vector<at::Tensor>& list,
@@ -336,7 +329,9 @@ at::Tensor LlamaModel::forward(const at::Tensor& input) const {
   // A tied head reads the embedding matrix, which belongs to the embedding's unit.
   const bool tied = gate_ && config_.tie_embeddings;
   if (tied) gate_->acquire(kEmbeddingUnit, parallel::ParameterGate::kNoUnit);
-  at::Tensor logits = at::linear(enter_tp(rms_norm(h, final_norm_)), lm_head_);  // LM head: column-parallel
+  // LM head: column-parallel.
+  at::Tensor logits =
+      at::linear(parallel::enter_tp_region(rms_norm(h, final_norm_), tp_, sequence_parallel_), lm_head_);
   if (tied) logits = gate_->release_after(kEmbeddingUnit, logits, units_[unit]);
   return release_after(unit, logits);
 }

@@ -133,11 +133,6 @@ class LlamaModel {
   // A decoder layer's x W^T (recompute.h's linear_through, landing W's gradient in weight_gradients_).
   at::Tensor linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                     Product use = Product::kRereadInBackward) const;
-  // Into the tensor-parallel region before a column-parallel layer, and out of it after a
-  // row-parallel one: copy / all-reduce, or with sequence parallelism all-gather / reduce-scatter
-  // along the sequence.
-  at::Tensor enter_tp(const at::Tensor& x) const;
-  at::Tensor exit_tp(const at::Tensor& partial) const;
   // Gate calls for units_[index], naming its neighbours for prefetching.
   void acquire(size_t index) const;
   at::Tensor release_after(size_t index, const at::Tensor& output) const;

@@ -1,6 +1,7 @@
-// Tensor-parallel building blocks against their dense LibTorch equivalents, at TP = the launched
-// ranks (2 and 4): outputs and every gradient within 1e-6 in fp32, including a vocabulary that is
-// padded (10 real rows of 12) and ignored labels.
+// Tensor-parallel building blocks, the functions the model calls, against their dense LibTorch
+// equivalents, at TP = the launched ranks (2 and 4): outputs and every gradient within 1e-6 in fp32,
+// with and without sequence parallelism, including a vocabulary that is padded (10 real rows of 12)
+// and ignored labels.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -34,43 +35,62 @@ void expect_close(const at::Tensor& ours, const at::Tensor& dense, const char* w
 
 }  // namespace
 
-TEST(TensorParallel, ColumnParallelLinearMatchesDense) {
+// The model's layer pair as the model runs it (llama.cpp): a column-parallel layer's input enters
+// the region, a row-parallel layer's partial output leaves it; with sequence parallelism the
+// activations outside the region are this rank's positions of the sequence.
+class TensorParallelRegion : public testing::TestWithParam<bool> {};
+
+TEST_P(TensorParallelRegion, ColumnParallelLinearMatchesDense) {
+  const bool sequence_parallel = GetParam();
   auto tp = tp_group();
-  const int64_t out = 12, in = 8, rows = out / tp->size(), first = rows * tp->rank();
-  const at::Tensor w = shared_randn({out, in}, 1), x = shared_randn({3, 5, in}, 2),
-                   up = shared_randn({3, 5, out}, 3);
+  const int64_t out = 12, in = 8, seq = 2 * tp->size(), rows = out / tp->size(), first = rows * tp->rank();
+  const at::Tensor w = shared_randn({out, in}, 1), x = shared_randn({3, seq, in}, 2),
+                   up = shared_randn({3, seq, out}, 3);
 
   at::Tensor dense_x = leaf(x), dense_w = leaf(w);
   const at::Tensor dense_y = at::linear(dense_x, dense_w);
   (dense_y * up).sum().backward();
 
-  at::Tensor tp_x = leaf(x), tp_w = leaf(w.narrow(0, first, rows));
-  const at::Tensor y = atl::parallel::column_parallel_linear(tp_x, tp_w, *tp);
+  // With sequence parallelism each rank enters with its positions and computes over all of them.
+  const int64_t piece = sequence_parallel ? seq / tp->size() : seq,
+                start = sequence_parallel ? piece * tp->rank() : 0;
+  at::Tensor tp_x = leaf(x.narrow(1, start, piece)), tp_w = leaf(w.narrow(0, first, rows));
+  const at::Tensor y = at::linear(atl::parallel::enter_tp_region(tp_x, *tp, sequence_parallel), tp_w);
   (y * up.narrow(-1, first, rows)).sum().backward();
 
   expect_close(y, dense_y.narrow(-1, first, rows), "output shard");
   expect_close(tp_w.grad(), dense_w.grad().narrow(0, first, rows), "weight grad");
-  expect_close(tp_x.grad(), dense_x.grad(), "input grad (all-reduced in backward)");
+  expect_close(tp_x.grad(), dense_x.grad().narrow(1, start, piece),
+               "input grad (all-reduced, or reduce-scattered, in backward)");
 }
 
-TEST(TensorParallel, RowParallelLinearMatchesDense) {
+TEST_P(TensorParallelRegion, RowParallelLinearMatchesDense) {
+  const bool sequence_parallel = GetParam();
   auto tp = tp_group();
-  const int64_t out = 6, in = 12, cols = in / tp->size(), first = cols * tp->rank();
-  const at::Tensor w = shared_randn({out, in}, 4), x = shared_randn({4, in}, 5),
-                   up = shared_randn({4, out}, 6);
+  const int64_t out = 6, in = 12, seq = 2 * tp->size(), cols = in / tp->size(), first = cols * tp->rank();
+  const at::Tensor w = shared_randn({out, in}, 4), x = shared_randn({2, seq, in}, 5),
+                   up = shared_randn({2, seq, out}, 6);
 
   at::Tensor dense_x = leaf(x), dense_w = leaf(w);
   const at::Tensor dense_y = at::linear(dense_x, dense_w);
   (dense_y * up).sum().backward();
 
+  // With sequence parallelism each rank leaves with its positions of the summed output.
+  const int64_t piece = sequence_parallel ? seq / tp->size() : seq,
+                start = sequence_parallel ? piece * tp->rank() : 0;
   at::Tensor tp_x = leaf(x.narrow(-1, first, cols)), tp_w = leaf(w.narrow(1, first, cols));
-  const at::Tensor y = atl::parallel::row_parallel_linear(tp_x, tp_w, *tp);
-  (y * up).sum().backward();
+  const at::Tensor y = atl::parallel::exit_tp_region(at::linear(tp_x, tp_w), *tp, sequence_parallel);
+  (y * up.narrow(1, start, piece)).sum().backward();
 
-  expect_close(y, dense_y, "output (all-reduced)");
+  expect_close(y, dense_y.narrow(1, start, piece), "output (all-reduced, or reduce-scattered)");
   expect_close(tp_w.grad(), dense_w.grad().narrow(1, first, cols), "weight grad");
   expect_close(tp_x.grad(), dense_x.grad().narrow(-1, first, cols), "input grad");
 }
+
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, TensorParallelRegion, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SequenceParallel" : "Replicated";
+                         });
 
 TEST(TensorParallel, VocabParallelEmbeddingMatchesDense) {
   auto tp = tp_group();
