@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/device.h"
 #include "runtime/host_memory.h"
+#include "runtime/metrics/peak_flops.h"
 #include "runtime/metrics/run_log.h"
 
 namespace atl::runtime {
@@ -41,6 +43,21 @@ void gather_stage_stats(comm::Communicator& pp_group, const parallel::pipeline::
 }
 
 }  // namespace
+
+double agreed_peak_flops(const ParallelLayout& layout, const RankPlacement& placement,
+                         comm::Communicator& world) {
+  const int gpus = layout.device.is_cuda() ? visible_cuda_devices() : 0;
+  const bool gpu_shared = gpus > 0 && placement.local_size > gpus;
+  const bool measures = !gpu_shared || placement.local_rank < gpus;
+  at::Tensor peak =
+      at::full({1}, measures ? measure_matmul_peak_flops(layout.compute_dtype, layout.device) : 0.0,
+               at::TensorOptions().dtype(at::kDouble));
+  if (gpu_shared)
+    world.all_reduce(peak, comm::ReduceOp::kMax)->wait();
+  else
+    layout.mesh->dp().all_reduce(peak, comm::ReduceOp::kAvg)->wait();
+  return peak.item<double>();
+}
 
 StepCostMeter::StepCostMeter(const ParallelLayout& layout)
     : layout_(layout), start_(Clock::now()), comm_before_(comm_totals(*layout.mesh)) {}

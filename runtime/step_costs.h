@@ -10,8 +10,16 @@
 #include "runtime/config/config.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/parallelize.h"
+#include "runtime/placement.h"
 
 namespace atl::runtime {
+
+// The matmul peak per rank that MFU is measured against: a matmul of the compute dtype, timed on
+// every rank at once (as they will compute at once) and averaged over dp. Ranks sharing a GPU (more
+// on the node than GPUs) would each measure a fraction of it: one rank per GPU measures alone, and
+// every rank takes the largest peak (over `world`). Collective.
+double agreed_peak_flops(const ParallelLayout& layout, const RankPlacement& placement,
+                         comm::Communicator& world);
 
 class StepCostMeter {
  public:

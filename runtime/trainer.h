@@ -82,6 +82,11 @@ class Trainer {
   const comm::DeviceMesh& mesh() const;
 
  private:
+  // The end of step `step`: the checkpoint, validation and sample due at it.
+  void end_of_step(int64_t step);
+  // A committed checkpoint of the current step, saved now unless end_of_step just saved it.
+  std::string commit_now();
+
   struct State;
   std::unique_ptr<State> state_;
 };

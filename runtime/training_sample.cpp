@@ -10,6 +10,21 @@
 
 namespace atl::runtime {
 
+std::unique_ptr<Tokenizer> load_training_tokenizer(const Config& config) {
+  std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
+  if (config.data.tokenizer != kByteTokenizer && tokenizer->vocab_size() != config.model.vocab)
+    throw ConfigError({"data.tokenizer: " + config.data.tokenizer + " has " +
+                       std::to_string(tokenizer->vocab_size()) + " pieces but model.vocab is " +
+                       std::to_string(config.model.vocab) +
+                       "; set model.vocab: " + std::to_string(tokenizer->vocab_size())});
+  const size_t prompt = tokenizer->encode(config.train.sample_prompt).size();
+  if (config.train.sample_every > 0 && (prompt == 0 || prompt > static_cast<size_t>(config.model.seq)))
+    throw ConfigError({"train.sample_prompt: '" + config.train.sample_prompt + "' is " +
+                       std::to_string(prompt) +
+                       " tokens; give it 1 to model.seq = " + std::to_string(config.model.seq)});
+  return tokenizer;
+}
+
 std::map<std::string, at::Tensor> gather_canonical_weights(const Config& config, const comm::DeviceMesh& mesh,
                                                            const parallel::FlatParameters& params,
                                                            const std::map<std::string, at::Tensor>& pieces,

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "comm/communicator.h"
@@ -15,6 +16,10 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace atl::runtime {
+
+// data.tokenizer, loaded and checked: a subword model has model.vocab pieces (the shards' ids are
+// its), and train.sample_prompt fits in model.seq when samples are asked for. Throws ConfigError.
+std::unique_ptr<Tokenizer> load_training_tokenizer(const Config& config);
 
 // The canonical weights on every rank of `world`, from each rank's `pieces` (its tensor- and
 // pipeline-parallel piece of each parameter, not dp-sharded: Trainer::full_parameters()). Collective.

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <c10/core/Device.h>
+
 #include "runtime/config/config.h"
 #include "runtime/metrics/console_lines.h"
 #include "runtime/metrics/metrics.h"
@@ -24,9 +26,13 @@ class RunLog {
   // On rank 0 (`is_logger`): creates run.dir, saves config.yaml there, opens metrics.jsonl and the
   // TensorBoard directory. `flops_per_token` and `peak_flops` (per rank, over `ranks`) give MFU.
   void open(bool is_logger, double flops_per_token, double peak_flops, int ranks);
-  // On a GPU: the datasheet's dense peak per rank, written beside the measured one in the start
-  // record (MFU stays against the measured peak, which the run can actually reach).
-  void datasheet_peak(double peak_flops) { datasheet_peak_flops_ = peak_flops; }
+  // On a GPU named `gpu_name`, before start(): its datasheet's dense bf16 peak, written beside the
+  // measured one in the start record (MFU stays against the measured peak, which the run can
+  // actually reach), and on the console the bf16 and TF32 matmul peaks measured on `device` -- only
+  // printed, so a rank without a console does not measure them. `measured_peak`: the MFU peak when
+  // the start-up probe measured it (none when run.mfu_peak_tflops gave it), in `precision`.
+  void gpu_peaks(const std::string& gpu_name, const c10::Device& device, std::optional<double> measured_peak,
+                 Precision precision);
 
   void line(const std::string& text) const;  // the console only
   bool quiet() const { return !display_; }   // no console: line() prints nothing

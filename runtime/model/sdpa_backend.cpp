@@ -46,4 +46,31 @@ void prefer_sdpa_backend(at::SDPBackend backend, const c10::Device& device) {
   context.setSDPPriorityOrder(order);
 }
 
+std::optional<at::SDPBackend> preferred_sdpa_backend(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFlash:
+      return at::SDPBackend::flash_attention;
+    case AttentionKernel::kCudnn:
+      return at::SDPBackend::cudnn_attention;
+    case AttentionKernel::kEfficient:
+      return at::SDPBackend::efficient_attention;
+    case AttentionKernel::kAuto:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::string attention_line(const Config& config, const c10::Device& device, at::ScalarType dtype) {
+  const ModelConfig& m = config.model;
+  const int64_t heads = m.heads / config.parallel.tp, head_dim = m.dim / m.heads;
+  const bool grouped = m.kv_heads != m.heads && kernel_on(config.kernels.native_gqa, true);
+  const int64_t kv_heads = grouped ? m.kv_heads / config.parallel.tp : heads;
+  const at::SDPBackend backend = sdpa_choice(device, dtype, heads, kv_heads, m.seq, head_dim);
+  return "attention: SDPA runs " + sdpa_backend_name(backend) +
+         " (kernels.attention=" + std::string(name_of(config.kernels.attention)) + "; " +
+         std::to_string(heads) + " heads over " + std::to_string(kv_heads) + " kv heads per rank, head_dim " +
+         std::to_string(head_dim) + ", seq " + std::to_string(m.seq) + ", " +
+         std::string(c10::toString(dtype)) + ")";
+}
+
 }  // namespace atl::runtime

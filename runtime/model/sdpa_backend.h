@@ -8,7 +8,10 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
+
+#include "runtime/config/config.h"
 
 namespace atl::runtime {
 
@@ -25,5 +28,12 @@ void prefer_sdpa_backend(at::SDPBackend backend, const c10::Device& device);
 // head_dim], k and v [1, kv_heads, ...] (grouped inside SDPA when fewer), needing gradients.
 at::SDPBackend sdpa_choice(const c10::Device& device, at::ScalarType dtype, int64_t heads, int64_t kv_heads,
                            int64_t seq, int64_t head_dim);
+
+// The backend kernels.attention puts first; none for auto (LibTorch's own order).
+std::optional<at::SDPBackend> preferred_sdpa_backend(AttentionKernel kernel);
+
+// The start-up line naming the attention kernel a GPU run's layers get from SDPA (this rank's heads
+// under parallel.tp, in `dtype`).
+std::string attention_line(const Config& config, const c10::Device& device, at::ScalarType dtype);
 
 }  // namespace atl::runtime
