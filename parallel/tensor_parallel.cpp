@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace atl::parallel {
 namespace {
@@ -162,6 +164,13 @@ at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp) {
 }
 
 at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp) {
+  // Checked here, on every rank alike (the shapes agree), rather than left to the communicator,
+  // whose refusal of the uneven shards would not say why they are uneven.
+  if (x.size(1) % tp.size() != 0)
+    throw std::invalid_argument("sequence parallelism: the sequence length " + std::to_string(x.size(1)) +
+                                " is not divisible by the tensor-parallel size " + std::to_string(tp.size()) +
+                                "; each rank holds seq/tp positions, so pick a model.seq that parallel.tp "
+                                "divides");
   if (tp.size() == 1) return x;
   return ReduceScatterSequence::apply(x, &tp);
 }

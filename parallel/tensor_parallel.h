@@ -27,7 +27,8 @@ at::Tensor reduce_from_tp_region(const at::Tensor& x, comm::Communicator& tp);
 // layer and reduce-scatter it after a row-parallel one, replacing copy_to / reduce_from.
 //   gather_sequence          forward all-gather,     backward reduce-scatter
 //   reduce_scatter_sequence  forward reduce-scatter, backward all-gather
-// The sequence length must divide by the group size.
+// The sequence length must divide by the group size: reduce_scatter_sequence throws
+// std::invalid_argument naming both where it does not.
 at::Tensor gather_sequence(const at::Tensor& x_shard, comm::Communicator& tp);
 at::Tensor reduce_scatter_sequence(const at::Tensor& x, comm::Communicator& tp);
 

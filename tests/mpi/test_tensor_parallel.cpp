@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "comm/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 #include "tests/mpi_test_env.h"
@@ -152,4 +155,18 @@ TEST(TensorParallel, SequenceGatherAndReduceScatterAreAdjoint) {
   const double ranks_sum = tp->size() * (tp->size() + 1) / 2.0;
   expect_close(scattered, full.narrow(1, first, piece) * ranks_sum, "reduce-scattered sequence");
   expect_close(x.grad(), up, "reduce-scatter backward (all-gather)");
+}
+
+TEST(TensorParallel, SequenceParallelRefusesASequenceTheGroupDoesNotDivide) {
+  auto tp = tp_group();
+  const int64_t seq = 2 * tp->size() + 1;
+  const at::Tensor x = shared_randn({2, seq, 3}, 12);
+  const std::string expected = "sequence length " + std::to_string(seq) +
+                               " is not divisible by the tensor-parallel size " + std::to_string(tp->size());
+  try {
+    atl::parallel::exit_tp_region(x, *tp, /*sequence_parallel=*/true);
+    FAIL() << "a sequence of " << seq << " positions was split over " << tp->size() << " ranks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
 }
