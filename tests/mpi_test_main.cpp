@@ -96,8 +96,8 @@ int main(int argc, char** argv) {
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   // Every rank is past its last read of any rank's files (rank 0's run directories are shared).
-  // Not std::filesystem::remove_all, which crashed every test binary here at exit beside torch 2.11
-  // on the GPU machine (checkpoint/remove_tree.h says why).
+  // Not std::filesystem::remove_all, which can crash at exit beside LibTorch (checkpoint/remove_tree.h
+  // says why).
   try {
     atl::checkpoint::remove_tree(atl::test::process_scratch_dir().string());
   } catch (const std::exception& e) {

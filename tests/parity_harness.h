@@ -89,9 +89,8 @@ inline RunResult train_single_rank(Config config) {
 // `tolerance`: 1e-5 for one step's gradients. Parameters after many AdamW steps get
 // kAdamWParameterTolerance: the normalised update grows the rounding differences of other GEMM
 // shapes (microbatches, stage boundaries) step by step, and how far depends on the CPU's BLAS path
-// -- a 2-stage pipeline's o_proj after 20 steps was 1.8e-5 on an AMD EPYC (AVX2), under 1e-5 on the
-// machines before. On 2026-11-26 the largest over every layout here was 4.6e-6 (TP=2 x DP=2), so
-// 5e-5 holds the worst seen with a margin. A real fault (a lost microbatch, a wrong scale) is 1e-3 or more.
+// (docs/testing.md gives the largest measured per machine). 5e-5 holds the worst seen with a
+// margin; a real fault (a lost microbatch, a wrong scale) is 1e-3 or more.
 constexpr double kAdamWParameterTolerance = 5e-5;
 inline void expect_pieces_match(const Config& config, int tp_rank,
                                 const std::map<std::string, at::Tensor>& ours,
@@ -137,9 +136,9 @@ inline RunResult from_bytes(const std::vector<char>& bytes) {
           fields[4].toDouble()};
 }
 
-// The one-rank reference, trained by rank 0 of `world` alone and sent to the others. Every rank used
-// to train its own copy: N times the CPU of one run, on a machine whose cores the job's N ranks
-// already oversubscribe. The others wait without spinning (a test on 2 cores has none to spare).
+// The one-rank reference, trained by rank 0 of `world` alone and sent to the others: one run's CPU,
+// not N, on a machine whose cores the job's N ranks already oversubscribe. The others wait without
+// spinning (a test on 2 cores has none to spare).
 inline RunResult single_rank_reference(const Config& config, const atl::comm::MpiCommunicator& world) {
   std::vector<char> bytes;
   if (world.rank() == 0) bytes = to_bytes(train_single_rank(config));

@@ -71,7 +71,7 @@ if wants preempt; then
 # Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
 # One rank is held (SIGSTOP) past step 30 until Slurm's SIGTERM is pending in it, so that however
 # long slurmctld -> slurmd -> slurmstepd takes to deliver it under load, the job cannot end first:
-# the other rank waits for the held one at its next collective (CI once saw step 200 end before it).
+# the other rank waits for the held one at its next collective.
 id=$(sbatch_launch preempt --ntasks=2 -- "${long[@]}")
 for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
   grep -q '"step":30,' "$work/preempt/metrics.jsonl" 2>/dev/null && break

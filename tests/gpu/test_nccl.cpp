@@ -153,7 +153,7 @@ class Deadline {
 // receive from rank 1, while rank 1 reads that send's data on the host (a synchronising read)
 // before it posts the send rank 0 receives. NCCL connects a pair inside the first batch that uses
 // it and holds the host there until the peer's first batch on the pair: without connect_peers
-// first, rank 0 would never send (the pipeline hang of the 2026-11-26 22:08Z H200 run).
+// first, rank 0 would never send: the pipeline would hang.
 ATOLL_RUNS_AT(Nccl, ConnectedPeersNeedNoMatchingFirstBatch, 2);
 TEST_F(Nccl, ConnectedPeersNeedNoMatchingFirstBatch) {
   const int me = nccl_->rank(), other = 1 - me;
