@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "parallel/context_pointer.h"
 #include "parallel/resident_storage.h"
 
 namespace atl::parallel {
@@ -61,19 +62,19 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Identity in forward; in backward it makes the unit present again before the gradient flows on
-// into the unit's own backward (ZeRO-3). Contexts keep only IValues: the gate travels as its
-// address; the engine outlives every graph built during training.
+// into the unit's own backward (ZeRO-3). The gate travels as its address (context_pointer.h); the
+// engine outlives every graph built during training.
 class RegatherForBackward : public torch::autograd::Function<RegatherForBackward> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, ParameterGate* gate, int64_t unit,
                             int64_t backward_next) {
-    ctx->saved_data["gate"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(gate));
+    save_pointer(ctx, "gate", gate);
     ctx->saved_data["unit"] = unit;
     ctx->saved_data["next"] = backward_next;
     return x.view_as(x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto* gate = reinterpret_cast<ParameterGate*>(static_cast<intptr_t>(ctx->saved_data["gate"].toInt()));
+    ParameterGate* gate = saved_pointer<ParameterGate>(ctx, "gate");
     gate->acquire(static_cast<int>(ctx->saved_data["unit"].toInt()),
                   static_cast<int>(ctx->saved_data["next"].toInt()));
     return {grads[0], at::Tensor(), at::Tensor(), at::Tensor()};

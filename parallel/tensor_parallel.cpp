@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "parallel/context_pointer.h"
+
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -12,13 +14,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Autograd contexts keep only IValues: the group travels as its address. The Communicator is owned
-// by the DeviceMesh, which outlives every graph built during training.
+// The group travels as its address (context_pointer.h): the Communicator is owned by the
+// DeviceMesh, which outlives every graph built during training.
 void save_group(AutogradContext* ctx, comm::Communicator& tp) {
-  ctx->saved_data["tp"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(&tp));
+  save_pointer(ctx, "tp", &tp);
 }
 comm::Communicator& saved_group(AutogradContext* ctx) {
-  return *reinterpret_cast<comm::Communicator*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
+  return *saved_pointer<comm::Communicator>(ctx, "tp");
 }
 
 at::Tensor all_reduced(const at::Tensor& x, comm::Communicator& tp,

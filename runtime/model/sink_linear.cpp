@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "parallel/context_pointer.h"
+
 namespace atl::runtime {
 namespace {
 
@@ -9,15 +11,15 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The product is computed by the caller (autograd's inputs must be defined tensors). The weight enters
-// detached, so autograd records no edge to it: its gradient leaves through the sink alone. Contexts keep only
-// IValues: the sink travels as its address (it outlives every graph built during training, as the
-// data-parallel engine does).
+// detached, so autograd records no edge to it: its gradient leaves through the sink alone. The sink
+// travels as its address (parallel/context_pointer.h): it outlives every graph built during
+// training, as the data-parallel engine does.
 class SinkLinear : public torch::autograd::Function<SinkLinear> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& detached_weight,
                             const at::Tensor& product, parallel::WeightGradientSink* sink) {
     ctx->save_for_backward({x, detached_weight});
-    ctx->saved_data["sink"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(sink));
+    parallel::save_pointer(ctx, "sink", sink);
     return product.view_as(product);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -25,8 +27,7 @@ class SinkLinear : public torch::autograd::Function<SinkLinear> {
     const at::Tensor &x = saved[0], &weight = saved[1];
     variable_list result(4);
     if (!grads[0].defined()) return result;
-    auto* sink = reinterpret_cast<parallel::WeightGradientSink*>(
-        static_cast<intptr_t>(ctx->saved_data["sink"].toInt()));
+    auto* sink = parallel::saved_pointer<parallel::WeightGradientSink>(ctx, "sink");
     // at::linear's backward over the flattened rows: dx = dy W, dW = dy^T x.
     const at::Tensor dy = grads[0].reshape({-1, grads[0].size(-1)});
     if (ctx->needs_input_grad(0)) result[0] = dy.mm(weight).reshape(x.sizes());
