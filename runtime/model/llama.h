@@ -130,7 +130,7 @@ class LlamaModel {
   // Whether the kernel is the fused one, which keeps no [seq, seq] probabilities for backward.
   bool attention_kernel_is_fused(const at::Tensor& like) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
-  // A decoder layer's x W^T (recompute.h's linear_through, landing W's gradient in weight_gradients_).
+  // A decoder layer's x W^T (recompute.h's linear_through, handing W's gradient to weight_gradients_).
   at::Tensor linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                     Product use = Product::kRereadInBackward) const;
   // Gate calls for units_[index], naming its neighbours for prefetching.

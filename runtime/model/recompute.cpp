@@ -12,27 +12,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A linear layer whose product is already known: forward hands it back, backward computes what
-// at::linear's backward computes from x and W, with the same matrix products (for [.., in] x [out,
-// in]: dx = dy W, dW = dy^T x over the flattened rows), so gradients match it bit for bit.
-class KeptLinear : public torch::autograd::Function<KeptLinear> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& product) {
-    ctx->save_for_backward({x, weight});
-    return product.view_as(product);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1];
-    const at::Tensor dy = grads[0].reshape({-1, grads[0].size(-1)});
-    at::Tensor dx, dweight;
-    if (ctx->needs_input_grad(0)) dx = dy.mm(weight).reshape(x.sizes());
-    if (ctx->needs_input_grad(1)) dweight = dy.t().mm(x.reshape({-1, x.size(-1)}));
-    return {dx, dweight, at::Tensor()};
-  }
-};
-
 // What a region's node holds between its first run and its rerun. Autograd contexts keep only
 // IValues: it travels as a capsule and dies with the node.
 struct RegionState : torch::CustomClassHolder {
@@ -108,8 +87,8 @@ at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Pro
     shape.back() = weight.size(0);
     product = at::zeros({}, x.options()).expand(shape);
   }
-  if (lands_in_sink(sink, x, weight)) return linear_landing_in_sink(x, weight, *sink, product);
-  return KeptLinear::apply(x, weight, product);
+  // Backward from x and W, as at::linear's (sink_linear.h).
+  return linear_from_product(x, weight, product, hands_to_sink(sink, x, weight) ? sink : nullptr);
 }
 
 void LinearTape::rewind() {
@@ -120,7 +99,7 @@ void LinearTape::rewind() {
 at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight, Product use,
                           parallel::WeightGradientSink* sink) {
   if (tape) return tape->linear(x, weight, use, sink);
-  if (lands_in_sink(sink, x, weight)) return linear_landing_in_sink(x, weight, *sink);
+  if (hands_to_sink(sink, x, weight)) return linear_from_product(x, weight, at::Tensor(), sink);
   return at::linear(x, weight);
 }
 

@@ -31,8 +31,8 @@ class LinearTape {
  public:
   // x W^T. First run: computes it and keeps it if `use` says the rerun reads it. Rerun: the kept
   // product (or zeros), wired into autograd so that backward computes x's and W's gradients as
-  // at::linear's backward does -- from x and W, never from the product -- W's into `sink` where
-  // lands_in_sink says so.
+  // at::linear's backward does -- from x and W, never from the product -- W's handed to `sink`
+  // where hands_to_sink says so (sink_linear.h).
   at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, Product use,
                     parallel::WeightGradientSink* sink = nullptr);
   // Before the rerun: hand the kept products back from the first.
@@ -44,8 +44,8 @@ class LinearTape {
   bool replaying_ = false;
 };
 
-// x W^T through `tape` where there is one, else at::linear -- or, where lands_in_sink says so,
-// with W's gradient landing in `sink` (sink_linear.h).
+// x W^T through `tape` where there is one, else at::linear -- or, where hands_to_sink says so,
+// with W's gradient handed to `sink` (sink_linear.h).
 at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                           Product use = Product::kRereadInBackward,
                           parallel::WeightGradientSink* sink = nullptr);

@@ -1,6 +1,10 @@
-// A linear layer whose weight gradient lands in a WeightGradientSink (the data-parallel engine's flat
-// gradient buffer, written by the weight-gradient matrix product itself) while autograd carries only
-// the input's gradient on: Megatron-LM's gradient_accumulation_fusion, for kernels.fused_weight_grad.
+// A linear layer with at::linear's backward written out, from x and W -- dx = dy W, dW = dy^T x over
+// the flattened rows, the same matrix products, so the same gradients bit for bit -- for the two
+// things autograd's own record of at::linear cannot do: start from a product already known (a
+// recomputation's kept output, recompute.h), and hand W's gradient to a WeightGradientSink (the
+// data-parallel engine's flat gradient buffer, written by the weight-gradient matrix product itself)
+// while autograd carries only the input's gradient on: Megatron-LM's gradient_accumulation_fusion,
+// for kernels.fused_weight_grad.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,15 +13,17 @@
 
 namespace atl::runtime {
 
-// Whether x W^T should go through linear_landing_in_sink: gradients are being recorded, W needs one
-// and `sink` takes it, and x carries a gradient too (the landing happens in x's backward, so only a
-// graph that reaches x runs it).
-bool lands_in_sink(const parallel::WeightGradientSink* sink, const at::Tensor& x, const at::Tensor& weight);
+// Whether x W^T's backward hands W's gradient to `sink` (linear_from_product with the sink):
+// gradients are being recorded, W needs one and `sink` receives it, and x carries a gradient too
+// (the hand-over happens in x's backward, so only a graph that reaches x runs it). Where not, W's
+// gradient goes through autograd.
+bool hands_to_sink(const parallel::WeightGradientSink* sink, const at::Tensor& x, const at::Tensor& weight);
 
-// x W^T (or `product`, when the caller already has it: a recomputation's kept output). Backward
-// computes dx = dy W as at::linear's does and hands dy and x to the sink for dW = dy^T x; the
-// weight gets no gradient through autograd (nor its hooks a call).
-at::Tensor linear_landing_in_sink(const at::Tensor& x, const at::Tensor& weight,
-                                  parallel::WeightGradientSink& sink, const at::Tensor& product = {});
+// x W^T: `product` where the caller already has it, else computed here. Backward computes dx as
+// at::linear's does, and dW too -- through autograd, or with `sink` (where hands_to_sink says so)
+// handed to the sink for dW = dy^T x, W then getting no gradient through autograd (nor its hooks
+// a call).
+at::Tensor linear_from_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& product,
+                               parallel::WeightGradientSink* sink = nullptr);
 
 }  // namespace atl::runtime
