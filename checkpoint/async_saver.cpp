@@ -54,6 +54,10 @@ void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces)
   // The worker owns the promises; the live pieces are captured by value (views: cheap).
   worker_ = std::thread([this, info, pieces, lazy = lazy_, copier = std::move(copier),
                          copied = std::move(copied), committed = std::move(committed)]() mutable {
+    const auto start = std::chrono::steady_clock::now();
+    const auto add_elapsed = [&] {
+      background_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     std::string snapshot_error;
     try {
       at::NoGradGuard no_grad;
@@ -65,8 +69,11 @@ void AsyncSaver::request(const SaveInfo& info, const std::vector<Piece>& pieces)
     copied.set_value();  // the trainer may go on either way; the error surfaces with the commit
     try {
       // A failed snapshot still takes part in the save's agreement, so no rank waits for it forever.
-      committed.set_value(store_.save(info, staged_, snapshot_error));
+      const std::string dir = store_.save(info, staged_, snapshot_error);
+      add_elapsed();
+      committed.set_value(dir);
     } catch (...) {
+      add_elapsed();
       committed.set_exception(std::current_exception());
     }
   });

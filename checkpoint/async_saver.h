@@ -45,6 +45,9 @@ class AsyncSaver {
   // Blocks until the save in flight is committed; returns its directory ("" if none) and rethrows
   // its error. Collective through the background thread.
   std::string wait();
+  // Seconds the background thread spent on the saves committed so far (copy, write, commit): what
+  // the same saves would have stopped training for in sync mode. Read after wait().
+  double background_seconds() const { return background_seconds_; }
 
  private:
   void snapshot(int64_t step, const std::vector<Piece>& pieces, StagingCopy& copier);
@@ -56,6 +59,7 @@ class AsyncSaver {
   std::thread worker_;
   std::future<void> copied_;
   std::future<std::string> committed_;
+  double background_seconds_ = 0.0;  // written by the worker before it completes `committed_`
 };
 
 }  // namespace atl::checkpoint

@@ -221,6 +221,7 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
       manifest.set_step(info.step);
       manifest.set_tokens(info.tokens);
       manifest.set_seed(info.seed);
+      manifest.set_schedule_steps(info.schedule_steps);
       manifest.set_model_config(info.model_config);
       manifest.set_tokenizer(info.tokenizer);
       manifest.set_model_config_hash(std::hash<std::string>{}(info.model_config));

@@ -40,8 +40,9 @@ struct Piece {
 // What a manifest records besides the tensors.
 struct SaveInfo {
   int64_t step = 0, tokens = 0, seed = 0;
-  std::string model_config;  // the model section as YAML
-  std::string tokenizer;     // serialized SentencePiece model; empty: bytes
+  int64_t schedule_steps = 0;  // the learning-rate schedule's length (train.steps)
+  std::string model_config;    // the model section as YAML
+  std::string tokenizer;       // serialized SentencePiece model; empty: bytes
   proto::Mesh mesh;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/metrics/console_lines.h"
 #include "runtime/model/llama.h"
 #include "runtime/model/model_description.h"
 
@@ -37,7 +38,17 @@ double TrainerCheckpoints::fence() {
   if (!saver_) return 0.0;
   const auto t0 = std::chrono::steady_clock::now();
   saver_->fence();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  waited_seconds_ += seconds;
+  return seconds;
+}
+
+std::string TrainerCheckpoints::costs_line() const {
+  if (saved_ == 0) return "";
+  const std::string head = "checkpoints: " + std::to_string(saved_) + " saved; training waited " +
+                           formatted("%.2f s", waited_seconds_) + " for them";
+  if (!saver_) return head + " (checkpoint.mode sync)";
+  return head + formatted(", writing them took %.2f s in the background", saver_->background_seconds());
 }
 
 std::string TrainerCheckpoints::finish() {
@@ -96,10 +107,19 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::save_pieces() {
 }
 
 std::string TrainerCheckpoints::save(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = save_now(step);
+  waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++saved_;
+  return dir;
+}
+
+std::string TrainerCheckpoints::save_now(int64_t step) {
   checkpoint::SaveInfo info;
   info.step = step;
   info.tokens = step * config_.train.global_batch * config_.model.seq;
   info.seed = config_.run.seed;
+  info.schedule_steps = config_.train.steps;
   info.model_config = model_description();
   info.tokenizer = tokenizer_model_;
   const ParallelConfig& p = config_.parallel;
@@ -187,6 +207,13 @@ int64_t TrainerCheckpoints::resume_this_job(const std::function<void(const std::
       if (outer_) restore_outer(manifest.step(), outer_state, in_flight, log);
       data_parallel_.after_optimizer_step();  // compute parameters from the loaded values, gathered
       log("checkpoint: resumed from " + dir + " at step " + std::to_string(manifest.step()));
+      const int64_t saved_steps = manifest.schedule_steps();
+      if (saved_steps > 0 && saved_steps != config_.train.steps)
+        log("optim: train.steps is " + std::to_string(config_.train.steps) + " but was " +
+            std::to_string(saved_steps) + " when step " + std::to_string(manifest.step()) +
+            " was saved: the learning-rate schedule now ends at step " + std::to_string(config_.train.steps) +
+            " and continues from step " + std::to_string(manifest.step()) +
+            " on that longer or shorter curve");
       return manifest.step();
     }
     if (!automatic) throw checkpoint::CheckpointError(problem);

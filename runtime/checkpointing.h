@@ -48,8 +48,13 @@ class TrainerCheckpoints {
   double fence();
   // Waits for the save in flight to commit; returns its directory ("" if none), rethrows its error.
   std::string finish();
+  // After finish(): "checkpoints: N saved; training waited W s for them, writing them took B s in
+  // the background" (async modes) -- the stall the background saves spared -- or, in sync mode,
+  // the time training stopped for them. Empty when none was saved.
+  std::string costs_line() const;
 
  private:
+  std::string save_now(int64_t step);  // save() without its accounting
   // What this rank saves or loads. Islands each save their own copy (island = this island); a
   // resume into k islands loads saved island (this island mod the saved count). The outer roles
   // come along when `outer_state`; the exchange in flight when `in_flight` is defined; the top-k
@@ -75,6 +80,8 @@ class TrainerCheckpoints {
   std::unique_ptr<comm::MpiCommunicator>
       comm_;  // checkpoint collectives never share the training communicator
   std::unique_ptr<checkpoint::CheckpointStore> store_;
+  int saved_ = 0;
+  double waited_seconds_ = 0.0;                    // training stopped for save() and fence()
   std::unique_ptr<checkpoint::AsyncSaver> saver_;  // async modes; declared last: waits first on destruction
 };
 

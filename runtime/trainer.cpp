@@ -116,12 +116,8 @@ struct Trainer::State {
     watchdog->watch(mesh().device_backends());
   }
 
-  // Rank 0's start-up lines: the config, the rank table, the device, the kernels and attention.
-  void log_layout(const comm::MpiCommunicator& world, const RankPlacement& placement) {
-    const std::string rank_table =
-        mesh().rank_table(world, {placement.local_rank, placement.local_size, device.device.str()});
-    log->line(config_table(config));
-    log->line(rank_table);
+  // Rank 0's start-up lines: the device, the kernels and attention.
+  void log_device() {
     if (!device.note.empty()) log->line(device.note);
     if (device.device.is_cuda())
       log->line("device: " + describe_device(device.device) + " on rank 0; each rank uses its local GPU");
@@ -155,6 +151,8 @@ struct Trainer::State {
     log->line(model_line(parameters, static_cast<double>(parameters * at::elementSize(layout.compute_dtype)),
                          std::string(name_of(config.train.precision)), config.parallel.zero, peak_flops,
                          world.size()));
+    log->summary(world.size(), data.train->num_sequences(),
+                 mesh().rank_table(world, {placement.local_rank, placement.local_size, device.device.str()}));
   }
 
   // The rank whose backward the nan_gradient hook poisons: the last rank is on a last stage.
@@ -201,7 +199,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   agree_on_startup(world, [&] { s.check_locally(world.size(), environment, placement); });
   s.set_up_process(world, placement);
   s.build(world);
-  s.log_layout(world, placement);
+  s.log_device();
   s.resume(world);
   s.open_log(world, placement);
 }
@@ -311,6 +309,10 @@ void Trainer::run() {
   // An island that took the others' state at a round's step finishes that step as they did: a
   // catch-up at the last step must still be committed and validated, not end with nothing saved.
   if (caught_up_at) end_of_step(s.step);
+  if (s.step >= s.config.train.steps && !caught_up_at) {
+    s.log->already_complete(s.step);
+    return;
+  }
   while (s.step < s.config.train.steps) {
     profiler.before_step(s.step + 1);
     const StepMetrics m = train_step();
@@ -335,6 +337,7 @@ void Trainer::run() {
   }
   const std::string committed = s.checkpoints->finish();
   if (!committed.empty()) s.log->line("checkpoint: " + committed + " committed");
+  s.log->finished(s.step, committed, s.checkpoints->costs_line());
 }
 
 void Trainer::end_of_step(int64_t step) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -54,7 +55,37 @@ double model_flops_utilization(double tokens_per_s, double flops_per_token, doub
   return tokens_per_s * flops_per_token / (peak_flops_per_rank * ranks);
 }
 
-RunLog::RunLog(const Config& config, std::ostream* out, bool progress_bar) : config_(config) {
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// "12,345,678": counts a reader takes in at a glance.
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// "1h02m", "3m12s", "42.1 s".
+std::string duration_text(double seconds) {
+  const auto whole = static_cast<int64_t>(seconds);
+  if (whole >= 3600)
+    return formatted("%lldh%02lldm", static_cast<long long>(whole / 3600),
+                     static_cast<long long>(whole % 3600 / 60));
+  if (whole >= 60)
+    return formatted("%lldm%02llds", static_cast<long long>(whole / 60), static_cast<long long>(whole % 60));
+  return formatted("%.1f s", seconds);
+}
+
+}  // namespace
+
+RunLog::RunLog(const Config& config, std::ostream* out, bool progress_bar, bool verbose)
+    : config_(config), verbose_(verbose) {
   if (out) display_ = std::make_unique<ProgressDisplay>(out, progress_bar, config.train.steps);
 }
 
@@ -62,9 +93,11 @@ void RunLog::open(bool is_logger, double flops_per_token, double peak_flops, int
   flops_per_token_ = flops_per_token;
   peak_flops_ = peak_flops;
   ranks_ = ranks;
+  logger_ = is_logger;
   if (is_logger) {
     std::filesystem::create_directories(config_.run.dir);
     std::ofstream(config_.run.dir + "/config.yaml") << config_to_yaml(config_);
+    std::ofstream(config_.run.dir + "/config.txt") << config_table(config_) << "\n";
   }
   metrics_ = std::make_unique<MetricsLog>(is_logger ? config_.run.dir + "/metrics.jsonl" : "");
   if (is_logger) tensorboard_ = std::make_unique<TensorBoardWriter>(config_.run.dir + "/tb");
@@ -93,17 +126,79 @@ void RunLog::gpu_peaks(const std::string& gpu_name, const c10::Device& device,
                             : "unknown for this GPU"));
 }
 
+void RunLog::summary(int world_size, int64_t train_sequences, const std::string& rank_table) {
+  if (logger_) std::ofstream(config_.run.dir + "/ranks.txt") << rank_table << "\n";
+  if (quiet()) return;
+  if (verbose_) line(config_table(config_) + "\n" + rank_table);
+  const Config& c = config_;
+  const ParallelConfig& p = c.parallel;
+  line(formatted(
+      "layout: %d ranks = islands %d x pp %d x dp %d x tp %d | ZeRO-%d | %s | %d microbatch%s a step",
+      world_size, p.islands, p.pp, p.dp, p.tp, p.zero, std::string(name_of(c.train.precision)).c_str(),
+      p.microbatches, p.microbatches == 1 ? "" : "es"));
+  const int64_t tokens = static_cast<int64_t>(c.train.steps) * c.train.global_batch * c.model.seq;
+  const double epochs = train_sequences > 0 ? static_cast<double>(c.train.steps) * c.train.global_batch /
+                                                  static_cast<double>(train_sequences * p.islands)
+                                            : 0.0;
+  line("data: " + c.data.train + " (" + grouped(train_sequences) + " sequences of " +
+       std::to_string(c.model.seq) + " tokens), validation " +
+       (c.train.eval_every > 0 && c.train.eval_sequences > 0
+            ? c.data.val + " (" + std::to_string(c.train.eval_sequences) + " sequences every " +
+                  std::to_string(c.train.eval_every) + " steps)"
+            : std::string("off")));
+  line("train: " + std::to_string(c.train.steps) + " steps x " + std::to_string(c.train.global_batch) +
+       " sequences = " + grouped(tokens) + " tokens" + (p.islands > 1 ? " per island" : "") +
+       formatted(" (%.2f epochs)", epochs));
+  line(c.checkpoint.every > 0
+           ? "checkpoints: every " + std::to_string(c.checkpoint.every) + " steps and after the last, " +
+                 std::string(name_of(c.checkpoint.mode)) + ", keep " + std::to_string(c.checkpoint.keep) +
+                 ", resume " + c.checkpoint.resume + ", in " + c.checkpoint_dir()
+           : std::string("checkpoints: off (checkpoint.every = 0); a stop or crash loses the run"));
+  line("config: every setting in " + c.run.dir + "/config.txt" +
+       (verbose_ ? std::string() : " (on the console with --verbose)"));
+}
+
+void RunLog::finished(int64_t step, const std::string& committed, const std::string& checkpoint_costs) {
+  if (!checkpoint_costs.empty()) line(checkpoint_costs);
+  if (!committed.empty()) last_checkpoint_ = committed;
+  const double seconds = steady_seconds() - start_seconds_;
+  const int64_t steps = step - first_step_;
+  const int64_t tokens = steps * config_.train.global_batch * config_.model.seq;
+  JsonRecord record;
+  record.add("event", std::string("end"))
+      .add("step", step)
+      .add("steps", steps)
+      .add("tokens", tokens)
+      .add("seconds", seconds);
+  if (last_loss_) record.add("last_loss", *last_loss_);
+  if (last_val_loss_) record.add("last_val_loss", *last_val_loss_);
+  metrics_->write(record);
+  line("done: step " + std::to_string(step) + " | " + std::to_string(steps) + " steps, " + grouped(tokens) +
+       " tokens in " + duration_text(seconds) +
+       (last_loss_ ? formatted(" | loss %.4f", *last_loss_) : std::string()) +
+       (last_val_loss_ ? formatted(" | val loss %.4f", *last_val_loss_) : std::string()) + " | checkpoint " +
+       (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
+}
+
+void RunLog::already_complete(int64_t step) {
+  line("complete at step " + std::to_string(step) + " (train.steps = " + std::to_string(config_.train.steps) +
+       "); nothing to do -- raise train.steps to train on");
+}
+
 void RunLog::start(int64_t step, int world_size) {
   JsonRecord record;
   record.add("event", std::string("start"))
       .add("step", step)
       .add("world_size", static_cast<int64_t>(world_size));
+  first_step_ = step;
+  start_seconds_ = steady_seconds();
   if (datasheet_peak_flops_)
     record.add("peak_flops_measured", peak_flops_).add("peak_flops_datasheet", *datasheet_peak_flops_);
   metrics_->write(record);
 }
 
 void RunLog::step(const StepMetrics& m) {
+  if (!m.nonfinite) last_loss_ = m.loss;
   metrics_->write(to_json(m));
   scalars(m.step, step_scalars(m));
   if (display_) display_->step(m.step, m.step_seconds, m.loss);
@@ -138,6 +233,7 @@ void RunLog::checkpoint(int64_t step, const std::string& dir, double seconds) {
   metrics_->write(JsonRecord().add("step", step).add("checkpoint_s", seconds));
   scalars(step, {{"checkpoint/seconds", seconds}});
   line(checkpoint_line(step, config_.train.steps, dir, seconds));
+  last_checkpoint_ = dir;
 }
 
 void RunLog::island_event(int64_t step, const std::string& event, int island) {
@@ -161,6 +257,7 @@ void RunLog::pseudo_gradient_left_out(int64_t step, int island, double norm) {
 }
 
 void RunLog::validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands) {
+  last_val_loss_ = val_loss;
   JsonRecord record = JsonRecord().add("step", step).add("val_loss", val_loss);
   if (islands && !islands->islands.empty()) record.add("val_loss_islands", islands->islands);
   if (islands) record.add("val_loss_outer", islands->outer);

@@ -21,11 +21,19 @@ namespace atl::runtime {
 class RunLog {
  public:
   // `out`: rank 0's console (null: quiet, and on every other rank). `progress_bar`: redraw a bar
-  // after each step (launch_environment.h). Nothing is written to run.dir until open().
-  RunLog(const Config& config, std::ostream* out, bool progress_bar);
-  // On rank 0 (`is_logger`): creates run.dir, saves config.yaml there, opens metrics.jsonl and the
-  // TensorBoard directory. `flops_per_token` and `peak_flops` (per rank, over `ranks`) give MFU.
+  // after each step (launch_environment.h). `verbose`: the resolved config's table and the rank
+  // table on the console too, not only in run.dir. Nothing is written to run.dir until open().
+  RunLog(const Config& config, std::ostream* out, bool progress_bar, bool verbose = false);
+  // On rank 0 (`is_logger`): creates run.dir, saves config.yaml and the resolved config's table
+  // (config.txt) there, opens metrics.jsonl and the TensorBoard directory. `flops_per_token` and
+  // `peak_flops` (per rank, over `ranks`) give MFU.
   void open(bool is_logger, double flops_per_token, double peak_flops, int ranks);
+  // After open(), the start-up summary: the layout, the data (`train_sequences` of model.seq + 1
+  // tokens in the training shard), the steps and the checkpoint policy, a line each, and where
+  // the whole config is. `rank_table`: where each rank runs, written to run.dir/ranks.txt (and on
+  // the console under `verbose`).
+  void summary(int world_size, int64_t train_sequences, const std::string& rank_table);
+  bool verbose() const { return verbose_; }
   // On a GPU named `gpu_name`, before start(): its datasheet's dense bf16 peak, written beside the
   // measured one in the start record (MFU stays against the measured peak, which the run can
   // actually reach), and on the console the bf16 and TF32 matmul peaks measured on `device` -- only
@@ -52,6 +60,13 @@ class RunLog {
   // out of the mean applied at `step`: an island_left_out event and a line.
   void pseudo_gradient_left_out(int64_t step, int island, double norm);
   void validation(int64_t step, double val_loss, const std::optional<IslandValidation>& islands);
+  // The run ended at `step` with train.steps done: one closing line (steps and tokens this run,
+  // wall time, the last train and validation loss, the last checkpoint `committed`, empty: none)
+  // and an "end" event.
+  // `checkpoint_costs`: a line of what the checkpoints cost (TrainerCheckpoints::costs_line), if any.
+  void finished(int64_t step, const std::string& committed, const std::string& checkpoint_costs);
+  // A run resumed at `step` >= train.steps: nothing to train.
+  void already_complete(int64_t step);
   // `signal` ended the run at `step` (`signal_text`: its name) after `dir` was committed.
   void preempted(int64_t step, int signal, const std::string& signal_text, const std::string& dir);
   // train.sample_every: the prompt and what the model wrote after it (metrics.jsonl event "sample").
@@ -67,7 +82,14 @@ class RunLog {
   double flops_per_token_ = 0.0, peak_flops_ = 0.0;
   std::optional<double> datasheet_peak_flops_;
   int ranks_ = 1;
+  bool verbose_ = false;
+  bool logger_ = false;  // rank 0, which writes run.dir's files
   int64_t skipped_steps_ = 0;
+  // For the closing line: where this run started, the newest losses and checkpoint.
+  int64_t first_step_ = 0;
+  double start_seconds_ = 0.0;  // steady clock at start()
+  std::optional<double> last_loss_, last_val_loss_;
+  std::string last_checkpoint_;
   double interval_tokens_per_s_ = 0.0;  // summed over the steps since the last progress line
   int interval_steps_ = 0;
 };

@@ -24,6 +24,18 @@ else
   check fail "launch: 2-rank run"; sed 's/^/    /' "$work/good.log" | tail -20
 fi
 
+# What the console says of that run: a short summary at start-up (the config's table goes to
+# run.dir, and to the console only with --verbose) and one closing line.
+if grep -q '^layout: 2 ranks = islands 1 x pp 1 x dp 2 x tp 1 ' "$work/good.log" \
+    && grep -q "^config: every setting in $work/run/config.txt" "$work/good.log" \
+    && ! grep -q '| setting ' "$work/good.log" && grep -q '| train.steps ' "$work/run/config.txt" \
+    && grep -q '^rank  host' "$work/run/ranks.txt" \
+    && grep -qE '^done: step 6 \| 6 steps, 384 tokens in .* \| loss [0-9.]+ \| val loss [0-9.]+ \| checkpoint none$' "$work/good.log"; then
+  check ok "launch: a start-up summary (the config and rank tables in run.dir) and one closing line"
+else
+  check fail "launch: the console's summary and closing line" "$work/good.log"
+fi
+
 # The same run profiled at steps 3-4 (train.profile_start): both ranks write a Chrome trace holding
 # the model's matrix products, rank 0 prints and saves its time by operator, and the losses are the
 # unprofiled run's bit for bit. Its MFU is against a given peak (run.mfu_peak_tflops), not a probe.
@@ -117,11 +129,18 @@ timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$
 resumed=$?
 timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/straight" --set train.steps=9 \
   --set checkpoint.every=0 >"$work/straight.log" 2>&1
+# A relaunch of the finished run says so and trains nothing.
+timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" --set train.steps=9 \
+  >"$work/ckpt3.log" 2>&1
+complete=$?
 losses_after_6() { grep -oE '"step":[7-9],"loss":[^,]*' "$1"; }
 if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 at step 6" "$work/ckpt2.log" &&
    [[ -s "$work/ckpt/checkpoints/step-9/manifest.pb" && $(losses_after_6 "$work/ckpt/metrics.jsonl" | wc -l) -eq 3 ]] &&
-   [[ "$(losses_after_6 "$work/ckpt/metrics.jsonl")" == "$(losses_after_6 "$work/straight/metrics.jsonl")" ]]; then
-  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit"
+   [[ "$(losses_after_6 "$work/ckpt/metrics.jsonl")" == "$(losses_after_6 "$work/straight/metrics.jsonl")" ]] &&
+   grep -q '^optim: train.steps is 9 but was 6 when step 6 was saved' "$work/ckpt2.log" &&
+   grep -qE '^checkpoints: 2 saved; training waited [0-9.]+ s for them, writing them took [0-9.]+ s in the background$' "$work/ckpt1.log" &&
+   [[ $complete -eq 0 ]] && grep -q '^complete at step 9 (train.steps = 9); nothing to do' "$work/ckpt3.log"; then
+  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit, and names the longer schedule; the lazy saves' costs in one line; a relaunch when complete says so"
 else
   check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
 fi

@@ -14,7 +14,7 @@
 #   partition  node1's link cut mid-run (its processes alive): atoll launch ends the mpirun that waits
 #           on node1's unreachable daemon 20 s after the first failure, and relaunches once the link
 #           is back; bitwise the uninterrupted run;
-#   slurm   the same job by `sbatch examples/slurm/two_nodes.sbatch` under a Slurm of one slurmd per
+#   slurm   the same job by `sbatch examples/slurm/two_nodes_cpu.sbatch` under a Slurm of one slurmd per
 #           node (tests/cli/slurm_cluster.sh's use_slurm_nodes): srun --mpi=pmix places ranks 0-1 on
 #           node0 and 2-3 on node1, the same local ranks; traffic over the bridge; bitwise the one-host run.
 # TWO_NODES_SCENARIOS picks the cases (default all: mpirun lost partition slurm); CTest runs them as
@@ -43,9 +43,10 @@ if ! nodes_up 2 >"$work/nodes.log" 2>&1; then
 fi
 printf '%s slots=2\n' node0 node1 >"$work/hosts"
 
-# rank_hosts LOG: "RANK HOST LOCAL DEVICE DP TP" of each row of the rank table a run printed (LOCAL:
-# the rank's index among its node's ranks / the ranks on the node, as Atoll's placement found them).
-rank_hosts() { awk '/^rank  host/ { on = 1; next } on && NF == 8 { print $1, $2, $3, $4, $7, $8; next } on { exit }' "$1"; }
+# rank_hosts RUN_DIR: "RANK HOST LOCAL DEVICE DP TP" of each row of the rank table a run wrote to
+# RUN_DIR/ranks.txt (LOCAL: the rank's index among its node's ranks / the ranks on the node, as
+# Atoll's placement found them).
+rank_hosts() { awk '/^rank  host/ { on = 1; next } on && NF == 8 { print $1, $2, $3, $4, $7, $8; next } on { exit }' "$1/ranks.txt"; }
 expected_hosts=$'0 node0 0/2 cpu 0 0\n1 node0 1/2 cpu 0 1\n2 node1 0/2 cpu 1 0\n3 node1 1/2 cpu 1 1'
 # exit_hosts RUN_DIR: "RANK HOST" of each rank's exit record.
 exit_hosts() { cat "$1"/logs/rank-*.exit 2>/dev/null | awk '{ print $2, $6 }' | sort -n | paste -sd' '; }
@@ -90,11 +91,11 @@ launch=$!
 wait $launch
 status=$?
 after=$(node_veth_bytes 1)
-if [[ $status -eq 0 && $(rank_hosts "$work/two.log") == "$expected_hosts" \
+if [[ $status -eq 0 && $(rank_hosts "$work/two") == "$expected_hosts" \
       && $(exit_hosts "$work/two") == "0 node0 1 node0 2 node1 3 node1" ]]; then
   check ok "launch --hostfile over node0 and node1 (agent, no ssh): ranks 0-1 (tp 0-1, dp 0) on node0, 2-3 (dp 1) on node1, local ranks 0/2 and 1/2 on each"
 else
-  check fail "launch --hostfile over two nodes (exit $status; table '$(rank_hosts "$work/two.log" | paste -sd,)', exits '$(exit_hosts "$work/two")')" "$work/two.log"
+  check fail "launch --hostfile over two nodes (exit $status; table '$(rank_hosts "$work/two" | paste -sd,)', exits '$(exit_hosts "$work/two")')" "$work/two.log"
 fi
 check_bridge_and_bits "$work/two" "$before" "$after" ""
 # step-6 (shards 0-1 written on node0, 2-3 on node1) resumed on node0 alone in two other layouts:
@@ -108,7 +109,7 @@ for layout in "1 2" "2 1"; do
   status=$?
   drift=$(awk 'NR == FNR { two[$1] = $2; next } $1 > 6 && ($1 in two) { n++; d = $2 - two[$1]; if (d < 0) d = -d; if (d > m) m = d }
     END { printf "%d %.2g", n, m }' <(losses "$work/two/metrics.jsonl") <(losses "$work/$name/metrics.jsonl"))
-  if [[ $status -eq 0 && $(rank_hosts "$work/$name.log" | awk '{ print $2 }' | sort -u) == node0 ]] \
+  if [[ $status -eq 0 && $(rank_hosts "$work/$name" | awk '{ print $2 }' | sort -u) == node0 ]] \
       && grep -q "resumed from $work/two/checkpoints/step-6 at step 6" "$work/$name.log" \
       && awk -v d="$drift" 'BEGIN { split(d, a, " "); exit !(a[1] == 6 && a[2] <= 1e-5) }'; then
     check ok "step-6 of both nodes resumed on node0 at tp=$tp dp=$dp: steps 7-12 within $(cut -d' ' -f2 <<<"$drift") of the two-node losses"
@@ -182,17 +183,17 @@ if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
 fi
 before=$(node_veth_bytes 1)
 ATOLL=$atoll timeout 120 "${slurm_client[@]}" sbatch --parsable --wait --chdir="$work" --output="$work/slurm2.out" \
-  "$examples/slurm/two_nodes.sbatch" "$work/tiny.yaml" "${job[@]}" --set run.dir="$work/slurm2" >/dev/null 2>"$work/sbatch.err" &
+  "$examples/slurm/two_nodes_cpu.sbatch" "$work/tiny.yaml" "${job[@]}" --set run.dir="$work/slurm2" >/dev/null 2>"$work/sbatch.err" &
 submit=$!
 wait $submit
 status=$?
 after=$(node_veth_bytes 1)
-if [[ $status -eq 0 && $(rank_hosts "$work/slurm2.out") == "$expected_hosts" ]] \
+if [[ $status -eq 0 && $(rank_hosts "$work/slurm2") == "$expected_hosts" ]] \
     && grep -q "srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmix" "$work/slurm2.out" \
     && [[ $(exit_hosts "$work/slurm2") == "0 node0 1 node0 2 node1 3 node1" ]]; then
-  check ok "sbatch -N 2 (two_nodes.sbatch): srun --mpi=pmix put ranks 0-1 on node0 (slurmd -N node0), 2-3 on node1, local ranks 0/2 and 1/2 on each"
+  check ok "sbatch -N 2 (two_nodes_cpu.sbatch): srun --mpi=pmix put ranks 0-1 on node0 (slurmd -N node0), 2-3 on node1, local ranks 0/2 and 1/2 on each"
 else
-  check fail "sbatch over two nodes (exit $status; table '$(rank_hosts "$work/slurm2.out" | paste -sd,)')" "$work/slurm2.out"
+  check fail "sbatch over two nodes (exit $status; table '$(rank_hosts "$work/slurm2" | paste -sd,)')" "$work/slurm2.out"
   tail -n 3 "$slurm_dir"/slurmd-node*.log
 fi
 check_bridge_and_bits "$work/slurm2" "$before" "$after" "under Slurm: "
