@@ -55,21 +55,6 @@ std::vector<optim::DecaySegment> decay_segments(const parallel::ShardedDataParal
   return segments;
 }
 
-// The outer optimizer an algorithm other than none runs.
-optim::outer::Algorithm outer_algorithm(OuterAlgorithm algorithm) {
-  switch (algorithm) {
-    case OuterAlgorithm::kDiLoCo:
-      return optim::outer::Algorithm::kDiLoCo;
-    case OuterAlgorithm::kStreamingDiLoCo:
-      return optim::outer::Algorithm::kStreamingDiLoCo;
-    case OuterAlgorithm::kNoLoCo:
-      return optim::outer::Algorithm::kNoLoCo;
-    case OuterAlgorithm::kNone:
-      break;
-  }
-  throw std::logic_error("parallelize: outer.algorithm none has no outer optimizer");
-}
-
 // The outer optimizer's fragments in the inner optimizer's coordinates: the whole of every value
 // segment, or for Streaming DiLoCo the owned runs of each fragment's layers (layer l in fragment
 // l mod P; the embedding goes with layer 0, the final norm and head with the last layer).
@@ -103,21 +88,7 @@ void add_islands(const Config& config, const comm::MpiCommunicator& world, Paral
       optim::outer::SimulatedLink{o.simulated_bandwidth_mbps, o.simulated_latency_ms});
   if (authentication) layout.island_exchange->authenticate(std::move(*authentication));
   if (o.algorithm == OuterAlgorithm::kNone) return;
-  optim::outer::OuterOptions options;
-  options.algorithm = outer_algorithm(o.algorithm);
-  options.inner_steps = o.inner_steps;
-  options.fragments = o.fragments;
-  options.delay = o.delay;
-  options.delayed = o.delayed;
-  options.mix = o.mix;
-  options.sgd = {o.lr, o.momentum, o.nesterov};
-  options.noloco = {o.lr, o.momentum, o.gamma};
-  options.group_size = o.group_size;
-  options.seed = static_cast<uint64_t>(config.run.seed);
-  if (o.topk > 0) {
-    options.topk = {o.topk, o.compression};
-    layout.island_exchange->sparsify(options.topk);
-  }
+  if (o.topk > 0) layout.island_exchange->sparsify(o.topk_encoding());
   const std::vector<std::vector<optim::outer::ValueSpan>> fragments = outer_fragments(config, layout);
   optim::outer::IslandAverage* average = layout.island_exchange.get();
   if (config.islands_meet_canonically()) {
@@ -126,8 +97,10 @@ void add_islands(const Config& config, const comm::MpiCommunicator& world, Paral
         *layout.island_ranks, *layout.island_exchange, canonical_fragments(config, layout, fragments));
     average = layout.canonical_average.get();
   }
-  layout.outer = std::make_unique<optim::outer::OuterOptimizer>(
-      options, layout.data_parallel->optimizer_values(), fragments, *average);
+  // The outer section holds the optimizer's options as they are (OuterConfig derives from them).
+  layout.outer =
+      std::make_unique<optim::outer::OuterOptimizer>(o, layout.data_parallel->optimizer_values(), fragments,
+                                                     *average, static_cast<uint64_t>(config.run.seed));
   std::vector<optim::outer::ValueSpan> counted;
   for (const parallel::ShardSpan& span : layout.norm_spans()) counted.push_back({span.offset, span.numel});
   // The groups live in the mesh (owned by pointer), so they outlive moves of the layout.

@@ -18,20 +18,18 @@ double seconds_since(Clock::time_point start) {
 
 }  // namespace
 
-SyncSchedule OuterOptions::schedule() const {
-  // One-step-delayed DiLoCo is one fragment whose exchange lands a whole round later.
-  if (delayed) return {inner_steps, 1, inner_steps};
-  if (algorithm == Algorithm::kStreamingDiLoCo) return {inner_steps, fragments, delay};
-  return {inner_steps, 1, 0};
-}
-
-OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
-                               std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange)
+OuterOptimizer::OuterOptimizer(const OuterOptions& options, std::vector<at::Tensor> values,
+                               std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange,
+                               uint64_t gossip_seed)
     : options_(options),
+      gossip_seed_(gossip_seed),
+      topk_(options.topk_encoding()),
       schedule_(options.schedule()),
       values_(std::move(values)),
       fragments_(std::move(fragments)),
       exchange_(exchange) {
+  if (options_.algorithm == Algorithm::kNone)
+    throw std::invalid_argument("outer optimizer: algorithm none has no outer optimizer");
   int64_t total = 0;
   for (const at::Tensor& v : values_) {
     value_offsets_.push_back(total);
@@ -45,7 +43,7 @@ OuterOptimizer::OuterOptimizer(OuterOptions options, std::vector<at::Tensor> val
       at::TensorOptions().dtype(at::kFloat).device(values_.empty() ? c10::kCPU : values_.front().device());
   phi_ = at::empty({total}, fp32);
   momentum_ = at::zeros({total}, fp32);
-  if (options_.topk.enabled()) error_feedback_ = at::zeros({total}, fp32);
+  if (topk_.enabled()) error_feedback_ = at::zeros({total}, fp32);
   reset_from_values();
 }
 
@@ -76,8 +74,7 @@ at::Tensor OuterOptimizer::with_error_feedback(int fragment, const at::Tensor& d
   const std::vector<at::Tensor> feedback = state_views(error_feedback_, fragment);
   const at::Tensor sent = gather(feedback).add_(delta);
   // The same deterministic encoding the exchange applies: what the others will decode of it.
-  const at::Tensor carried =
-      sent.numel() == 0 ? sent : decode(options_.topk, encode(options_.topk, sent), sent.numel());
+  const at::Tensor carried = sent.numel() == 0 ? sent : decode(topk_, encode(topk_, sent), sent.numel());
   scatter(feedback, sent - carried);
   return sent;
 }
@@ -116,7 +113,7 @@ void OuterOptimizer::scatter(const std::vector<at::Tensor>& views, const at::Ten
 
 void OuterOptimizer::apply_mean(int fragment, const at::Tensor& mean_delta) {
   at::Tensor phi = gather(state_views(phi_, fragment)), momentum = gather(state_views(momentum_, fragment));
-  outer_sgd_step(phi, momentum, mean_delta, options_.sgd);
+  outer_sgd_step(phi, momentum, mean_delta, options_.sgd());
   scatter(state_views(phi_, fragment), phi);
   scatter(state_views(momentum_, fragment), momentum);
   // Delayed DiLoCo restarted theta when the exchange began; the others take phi now (streaming
@@ -164,7 +161,7 @@ void OuterOptimizer::noloco_sync(int64_t step) {
   const int me = exchange_.island();
   std::vector<int> members;
   for (const std::vector<int>& group :
-       gossip_groups(exchange_.islands(), options_.group_size, options_.seed, round))
+       gossip_groups(exchange_.islands(), options_.group_size, gossip_seed_, round))
     if (std::find(group.begin(), group.end(), me) != group.end()) members = group;
   std::sort(members.begin(), members.end());  // every member sums in the same order
   at::Tensor phi = gather(state_views(phi_, 0)), delta = gather(state_views(momentum_, 0));
@@ -172,7 +169,7 @@ void OuterOptimizer::noloco_sync(int64_t step) {
   const auto start = Clock::now();
   const std::vector<at::Tensor> means = exchange_.group_average({phi, progress}, members);
   wait_seconds_ += seconds_since(start);
-  noloco_step(phi, delta, means[0], means[1], options_.noloco);
+  noloco_step(phi, delta, means[0], means[1], options_.noloco());
   scatter(state_views(phi_, 0), phi);
   scatter(state_views(momentum_, 0), delta);
   scatter(theta_views(0), phi);

@@ -33,31 +33,12 @@
 #include <vector>
 
 #include "optim/outer/island_average.h"
+#include "optim/outer/outer_options.h"
 #include "optim/outer/outer_rules.h"
 #include "optim/outer/outer_schedule.h"
 #include "optim/outer/topk_codec.h"
 
 namespace atl::optim::outer {
-
-enum class Algorithm { kDiLoCo, kStreamingDiLoCo, kNoLoCo };
-
-struct OuterOptions {
-  Algorithm algorithm = Algorithm::kDiLoCo;
-  int inner_steps = 50;
-  int fragments = 1;
-  int delay = 0;         // streaming only
-  bool delayed = false;  // diloco only
-  double mix = 0.5;      // streaming only
-  OuterSgdOptions sgd;
-  NoLoCoOptions noloco;
-  int group_size = 2;
-  uint64_t seed = 0;  // NoLoCo's gossip permutation
-  // DiLoCo and Streaming DiLoCo: the exchange keeps only the top k of every chunk (SparseLoCo;
-  // IslandExchange::sparsify with the same encoding), and what it leaves out is error feedback.
-  TopkEncoding topk;
-
-  SyncSchedule schedule() const;
-};
 
 // A run of elements in the inner optimizer's coordinates (the concatenation of its value segments).
 struct ValueSpan {
@@ -69,9 +50,11 @@ class OuterOptimizer {
  public:
   // `values`: the inner optimizer's fp32 segments (theta), updated in place by syncs. `fragments`:
   // each fragment's spans, each inside one segment (one fragment unless streaming). phi starts
-  // equal to theta, the momentum at zero.
-  OuterOptimizer(OuterOptions options, std::vector<at::Tensor> values,
-                 std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange);
+  // equal to theta, the momentum at zero. `options.algorithm` is one of an outer optimizer (not
+  // kNone: std::invalid_argument). `gossip_seed`: NoLoCo's groups are drawn from it and the round.
+  OuterOptimizer(const OuterOptions& options, std::vector<at::Tensor> values,
+                 std::vector<std::vector<ValueSpan>> fragments, IslandAverage& exchange,
+                 uint64_t gossip_seed = 0);
   ~OuterOptimizer();
   OuterOptimizer(const OuterOptimizer&) = delete;
   OuterOptimizer& operator=(const OuterOptimizer&) = delete;
@@ -134,6 +117,8 @@ class OuterOptimizer {
   at::Tensor with_error_feedback(int fragment, const at::Tensor& delta);
 
   OuterOptions options_;
+  uint64_t gossip_seed_;
+  TopkEncoding topk_;  // options_.topk_encoding()
   SyncSchedule schedule_;
   std::vector<at::Tensor> values_;
   std::vector<int64_t> value_offsets_;

@@ -258,9 +258,11 @@ struct SectionFields {
   const char* section;
   Section Config::*member;
 
-  // `meaning`: one line for the reference; `range`: what a number accepts.
-  template <typename T>
-  Field operator()(const char* key, T Section::*field, const char* meaning, Range range = {}) const {
+  // `meaning`: one line for the reference; `range`: what a number accepts. `field` may be a member
+  // the section inherits (the outer optimizer's options, which OuterConfig derives from).
+  template <typename T, typename Owner>
+    requires std::is_base_of_v<Owner, Section>
+  Field operator()(const char* key, T Owner::*field, const char* meaning, Range range = {}) const {
     const auto sec = member;
     Rule rule{std::string(section) + "." + key, range, show_value(Config{}.*sec.*field)};
     Field f{

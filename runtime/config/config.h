@@ -10,6 +10,7 @@
 
 #include "optim/lr_schedule.h"
 #include "optim/outer/codec.h"
+#include "optim/outer/outer_options.h"
 #include "parallel/pipeline/schedule.h"
 #include "runtime/config/choices.h"
 
@@ -71,8 +72,8 @@ struct Choices<CheckpointMode> {
                                                                {CheckpointMode::kAsyncLazy, "async_lazy"}}};
 };
 
-// outer.algorithm.
-enum class OuterAlgorithm { kNone, kDiLoCo, kStreamingDiLoCo, kNoLoCo };
+// outer.algorithm: the outer optimizer's own enum (optim/outer/outer_options.h).
+using OuterAlgorithm = optim::outer::Algorithm;
 template <>
 struct Choices<OuterAlgorithm> {
   static constexpr std::array<Choice<OuterAlgorithm>, 4> list{
@@ -94,7 +95,7 @@ struct Choices<optim::outer::Codec> {
        {Codec::kInt4, optim::outer::codec_name(Codec::kInt4)}}};
 };
 
-// run.device: where this rank's tensors live. auto: CUDA when a GPU is visible, else the CPU.
+// run.device.
 enum class DeviceKind { kAuto, kCpu, kCuda };
 template <>
 struct Choices<DeviceKind> {
@@ -110,7 +111,7 @@ struct Choices<KernelChoice> {
   static constexpr std::array<Choice<KernelChoice>, 3> list{
       {{KernelChoice::kAuto, "auto"}, {KernelChoice::kOn, "true"}, {KernelChoice::kOff, "false"}}};
 };
-// kernels.attention: the fused attention kernel SDPA tries first on a GPU; auto: LibTorch's own order.
+// kernels.attention.
 enum class AttentionKernel { kAuto, kFlash, kCudnn, kEfficient };
 template <>
 struct Choices<AttentionKernel> {
@@ -125,20 +126,17 @@ inline bool kernel_on(KernelChoice choice, bool cuda) {
 }
 
 // ---- The sections --------------------------------------------------------------------------------
+//
+// Each field's meaning is its line in the field table (config.cpp), which `atoll config reference`
+// and docs/configuration.md print; the comments here say only what the table does not.
 
 struct RunConfig {
   std::string dir = "runs/default";
   int64_t seed = 1234;
-  int threads = 0;  // 0: cores of the node / ranks on the node
+  int threads = 0;
   DeviceKind device = DeviceKind::kAuto;
-  // Several ranks of a node on one GPU (tests on a one-GPU machine): each rank gets a NCCL host id of
-  // its own, so NCCL takes them for separate nodes and joins them over its socket transport.
   bool share_gpu = false;
-  // Deterministic kernels (LibTorch's deterministic algorithms, a fixed cuBLAS workspace): on a GPU,
-  // runs repeat bit for bit, so a resume can be checked against an uninterrupted run. Slower.
   bool deterministic = false;
-  // The per-rank peak, in TFLOP/s, that MFU is measured against (a datasheet figure, say); 0: a matmul
-  // of the run's compute dtype measured at start-up (about half a second).
   double mfu_peak_tflops = 0.0;
 };
 
@@ -154,8 +152,6 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   double init_std = 0.02;
-  // Weights to start from: a safetensors file of canonical weights (atoll ckpt export --out F.safetensors)
-  // or a Hugging Face Llama directory (save_pretrained, atoll ckpt export --out DIR); "none": none.
   std::string init_from = kNoInitialWeights;
   static constexpr const char* kNoInitialWeights = "none";
   bool starts_from_file() const { return init_from != kNoInitialWeights; }
@@ -171,9 +167,9 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   int virtual_stages = 1;
   double bucket_mb = 25.0;
-  Precision reduce_dtype = Precision::kFp32;  // the dtype the data-parallel gradient reduction runs in
-  bool sequence_parallel = false;             // Megatron-SP over the tp group
-  std::vector<int> stage_layers;              // layers per virtual stage; empty: an even split
+  Precision reduce_dtype = Precision::kFp32;
+  bool sequence_parallel = false;
+  std::vector<int> stage_layers;  // empty: an even split
 
   // Model chunks each pipeline rank runs: virtual_stages under interleaved 1F1B with pp >= 2, else 1.
   int chunks_per_stage() const {
@@ -185,26 +181,15 @@ struct TrainConfig {
   int steps = 200;
   int global_batch = 16;
   int log_every = 10;
-  int eval_every = 50;  // 0: never
+  int eval_every = 50;
   int eval_sequences = 32;
-  // Every sample_every steps (0: never) rank 0 prints sample_tokens tokens the model writes after
-  // sample_prompt (temperature 1, top-k 40, seeded by run.seed and the step), as llm.c does.
+  // Samples are drawn at temperature 1 with top-k 40, seeded by run.seed and the step (as llm.c's).
   int sample_every = 0;
   std::string sample_prompt = "The ";
   int sample_tokens = 64;
-  // bf16: bf16 parameters and activations for compute, with fp32 gradients, master weights and
-  // optimizer state (mixed precision).
   Precision precision = Precision::kFp32;
-  // A non-finite loss or gradient norm: skip (drop the step's update, count it, go on) | stop (commit
-  // a checkpoint of the state before the step and exit with an error).
   NonFiniteAction on_nonfinite = NonFiniteAction::kStop;
-  // Activation recomputation: none (every layer keeps its activations until its backward) |
-  // selective (the linear layers' outputs and the fused attention's are kept, norms, RoPE, the
-  // SwiGLU product and a hand-written attention's softmax recomputed) | full (a layer keeps only
-  // its input and runs its forward again in backward).
   Recompute recompute = Recompute::kNone;
-  // A Kineto trace of profile_steps steps from step profile_start (0: none) in run.dir/profile:
-  // every rank's Chrome trace, and rank 0's time by kernel (GPU) or operator (CPU).
   int profile_start = 0;
   int profile_steps = 3;
 };
@@ -217,60 +202,41 @@ struct OptimConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  double grad_clip = 1.0;  // 0: off
+  double grad_clip = 1.0;
   optim::LrDecay schedule = optim::LrDecay::kCosine;
 };
 
 // Faster kernels for the same model and update, each a lever measured against its baseline
 // (bench/bench_gpu.sh). Each rounds differently from the composed operations it replaces.
 struct KernelsConfig {
-  // AdamW as ATen's fused multi-tensor kernel (_fused_adamw_: one pass) instead of ~9 passes.
   KernelChoice fused_adamw = KernelChoice::kAuto;
-  // Clipping's scale applied inside fused AdamW (its grad_scale) instead of a pass of its own over
-  // the gradients; with fused AdamW only.
   KernelChoice fused_clip = KernelChoice::kAuto;
-  // Each parameter's first gradient of a step copied into the fp32 gradient buffer, later ones added,
-  // instead of zeroing the buffer for autograd to add into (ZeRO stages 0-1; the same sums).
   KernelChoice first_grad_copy = KernelChoice::kAuto;
-  // Decoder layers' linear weight gradients written by their matrix product straight into the
-  // gradient buffer instead of copied there from autograd (Megatron's gradient_accumulation_fusion);
-  // where first_grad_copy is on.
   KernelChoice fused_weight_grad = KernelChoice::kAuto;
-  // RMSNorm as at::rms_norm (one fused CUDA kernel each way where LibTorch has it) instead of ~7.
   KernelChoice fused_rms_norm = KernelChoice::kAuto;
-  // Grouped-query attention inside SDPA (enable_gqa) instead of repeating each kv head.
   KernelChoice native_gqa = KernelChoice::kAuto;
-  // SwiGLU's silu and product as one CUDA kernel each way (runtime/model/fused_ops.h) instead of 5.
   KernelChoice fused_swiglu = KernelChoice::kAuto;
-  // RoPE as one CUDA kernel each way instead of a chain of 4 (forward) and 5 (backward).
   KernelChoice fused_rope = KernelChoice::kAuto;
-  // The loss as two CUDA kernels reading the logits in their own type, instead of an fp32 copy, a
-  // log-softmax and their backward (~6 passes over [tokens, vocab] in fp32); without tensor parallelism.
   KernelChoice fused_cross_entropy = KernelChoice::kAuto;
-  // SDPA's fused kernel tried first (flash attention 2, cuDNN's, memory-efficient); others where it
-  // cannot take the shapes. The start-up log names the one that runs.
   AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 struct DataConfig {
   std::string train = "data/pydocs/train.bin";
   std::string val = "data/pydocs/val.bin";
-  // What the shards' ids mean: "bytes" (vocab 256), or the SentencePiece model they were encoded
-  // with (atoll data prepare --tokenizer copies it to DIR/tokenizer.model); checkpoints carry it.
+  // atoll data prepare --tokenizer copies a SentencePiece model to DIR/tokenizer.model;
+  // checkpoints carry it.
   std::string tokenizer = "bytes";
 };
 
-// Checkpointing (DESIGN §7): where, how often, how many to keep, and what to resume from.
+// Checkpointing (DESIGN §7).
 struct CheckpointConfig {
-  std::string dir = kDirInRun;  // auto: <run.dir>/checkpoints
+  std::string dir = kDirInRun;
   static constexpr const char* kDirInRun = "auto";
-  int every = 0;       // save after every `every` steps and after the last one; 0: never
-  int keep = 3;        // committed checkpoints kept (the newest is never deleted)
-  int keep_every = 0;  // also keep every checkpoint whose step is a multiple of this; 0: none
-  // sync: the trainer waits for the write; async: a copy to host memory, written in the background;
-  // async_lazy: the copy too is deferred until the next step changes the state (DESIGN §7).
+  int every = 0;
+  int keep = 3;
+  int keep_every = 0;
   CheckpointMode mode = CheckpointMode::kSync;
-  // auto: the newest valid checkpoint in dir, if any | none | a checkpoint directory.
   std::string resume = kResumeNewest;
   static constexpr const char* kResumeNewest = "auto";
   static constexpr const char* kResumeNone = "none";
@@ -278,50 +244,19 @@ struct CheckpointConfig {
   bool resumes() const { return resume != kResumeNone; }
 };
 
-// Islands (DESIGN §6): the outer optimizer that synchronises parallel.islands replicas of the model.
-// DiLoCo's defaults are the outer step the islands sweep found best (examples/islands/sweep.sh):
-// plain averaging, lr 1 without momentum -- the papers' Nesterov 0.7/0.9 was 25-55% worse at H of
-// 8 to 32 there; NoLoCo's are its paper's, lr 0.7, momentum 0.5, gamma = lr (applied when those
-// fields are not given).
-struct OuterConfig {
-  // none: islands > 1 average gradients every step (synchronous data parallelism across islands);
-  // diloco | streaming_diloco | noloco: islands train alone for inner_steps steps between syncs.
-  OuterAlgorithm algorithm = OuterAlgorithm::kNone;
-  int inner_steps = 50;  // H
-  double lr = 1.0;
-  double momentum = 0.0;
-  bool nesterov = true;  // with momentum > 0
-  int fragments = 1;     // streaming: P fragments of strided layers, one synced every H/P steps
-  int delay = 0;         // streaming: tau < H/P steps the exchange overlaps before its result is applied
-  double mix = 0.5;      // streaming: theta = mix*theta + (1-mix)*phi when a fragment's result lands
-  int group_size = 2;    // noloco: islands per gossip group
-  double gamma = 1.0;    // noloco: pull of phi towards the group mean (defaults to lr)
-  bool delayed = false;  // diloco: round t's reduce runs during round t+1's inner steps
-  optim::outer::Codec compression = optim::outer::Codec::kNone;  // the outer exchange's encoding
-  // > 0 (diloco, streaming_diloco): SparseLoCo -- each island sends only the topk largest of every
-  // 256 consecutive elements of its pseudo-gradient (their values in `compression`) and keeps the
-  // rest as error feedback for the next round; 256 sends everything. 0: dense.
-  int topk = 0;
-  // > 0: an island whose pseudo-gradient (of the round or fragment; L2 over the whole island) is
-  // longer is left out of that round's mean, with one line -- a diverging or poisoned island does
-  // not move phi. 0: no bound.
+// Islands (DESIGN §6): the outer optimizer's options, which a run hands to it as they are (its
+// algorithm, H, lr, momentum, nesterov, fragments, delay, mix, group_size, gamma, delayed,
+// compression and topk, with their defaults: optim/outer/outer_options.h), and what else the
+// islands need: the pseudo-gradient bound, the simulated link, and islands as separate jobs.
+struct OuterConfig : optim::outer::OuterOptions {
   double max_pseudo_grad_norm = 0.0;
-  double simulated_bandwidth_mbps = 0.0;  // > 0: the outer exchange is delayed as over such a link
-  double simulated_latency_ms = 0.0;      // per message on the simulated link
-  // Islands as separate jobs (one `atoll launch` each): HOST:PORT of `atoll rendezvous`, where they
-  // meet; "none": every island is in this job's one MPI world.
+  double simulated_bandwidth_mbps = 0.0;
+  double simulated_latency_ms = 0.0;
   std::string rendezvous = kNoRendezvous;
   static constexpr const char* kNoRendezvous = "none";
-  int island = -1;          // with rendezvous: this job's island, 0 .. parallel.islands-1
-  double timeout_s = 60.0;  // with rendezvous: longest the islands wait for each other
-  // With rendezvous: the file holding the job's secret (at least 16 bytes, mode 600), the same on
-  // every island; required unless the rendezvous is on a loopback address. Admits islands at the
-  // rendezvous and authenticates every exchanged chunk (HMAC-SHA256). "none": no secret.
+  int island = -1;  // not given
+  double timeout_s = 60.0;
   std::string secret_file = kNoSecret;
-  // With rendezvous: a round closes with at least min_islands islands (0: every island, a fixed
-  // membership); below parallel.islands, membership is agreed per outer round -- an island that dies
-  // is dropped, one that comes back catches up. grace_s: how long a round waits for more islands
-  // once min_islands are there.
   int min_islands = 0;
   double grace_s = 10.0;
   static constexpr const char* kNoSecret = "none";
@@ -331,8 +266,8 @@ struct OuterConfig {
 // Collective health (DESIGN §3): every collective is recorded in a flight-recorder ring, and a
 // watchdog aborts the job when one waits longer than timeout_s.
 struct CommConfig {
-  double timeout_s = 600.0;  // longest a collective may wait before every rank aborts with a dump
-  int flight_records = 64;   // collectives kept per rank for the dump (<run.dir>/flight/rank-N.json)
+  double timeout_s = 600.0;
+  int flight_records = 64;
 };
 
 struct Config {

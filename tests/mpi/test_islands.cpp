@@ -83,8 +83,11 @@ TEST_F(Islands, H1InnerSgdOuterSgdOneZeroIsSynchronousDataParallelism) {
   const at::Tensor w0 = at::randn({8});
   at::Tensor theta = w0.clone(), sync_w = w0.clone();
   outer::OuterOptions options;
+  options.algorithm = outer::Algorithm::kDiLoCo;
   options.inner_steps = 1;
-  options.sgd = {1.0, 0.0, false};
+  options.lr = 1.0;
+  options.momentum = 0.0;
+  options.nesterov = false;
   outer::OuterOptimizer diloco(options, {theta}, {{{0, 8}}}, exchange);
   const Regression data(world().rank());
   const double lr = 0.05;
@@ -105,8 +108,11 @@ TEST_F(Islands, OuterSgdOneZeroIsParameterAveraging) {
   at::manual_seed(2);
   at::Tensor theta = at::randn({40});
   outer::OuterOptions options;
+  options.algorithm = outer::Algorithm::kDiLoCo;
   options.inner_steps = 3;
-  options.sgd = {1.0, 0.0, true};
+  options.lr = 1.0;
+  options.momentum = 0.0;
+  options.nesterov = true;
   outer::OuterOptimizer diloco(options, {theta.narrow(0, 0, 25), theta.narrow(0, 25, 15)},
                                {{{0, 25}, {25, 15}}}, exchange);
   at::manual_seed(10 + world().rank());
@@ -132,9 +138,11 @@ TEST_F(Islands, NoLoCoPartnersMeetTheirMeanWithoutAGlobalCollective) {
   outer::OuterOptions options;
   options.algorithm = outer::Algorithm::kNoLoCo;
   options.inner_steps = 1;
-  options.noloco = {0.0, 0.0, 1.0};  // a = b = 0, g = 1: phi becomes the group mean
-  options.seed = 5;
-  outer::OuterOptimizer noloco(options, {theta}, {{{0, 16}}}, exchange);
+  // a = b = 0, g = 1: phi becomes the group mean.
+  options.lr = 0.0;
+  options.momentum = 0.0;
+  options.gamma = 1.0;
+  outer::OuterOptimizer noloco(options, {theta}, {{{0, 16}}}, exchange, /*gossip_seed=*/5);
   at::Tensor before = at::empty({world_size(), 16});
   world().all_gather(noloco.phi().clone(), before.view({-1}))->wait();
   ASSERT_TRUE(noloco.after_inner_step(1));

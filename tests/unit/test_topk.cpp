@@ -113,9 +113,13 @@ TEST(ErrorFeedback, ConservesWhatWasAndWasNotSent) {
   const TopkEncoding encoding{2, Codec::kNone};
   OneIsland exchange(encoding);
   OuterOptions options;
+  options.algorithm = Algorithm::kDiLoCo;
   options.inner_steps = 1;
-  options.sgd = {1.0, 0.0, false};
-  options.topk = encoding;
+  options.lr = 1.0;
+  options.momentum = 0.0;
+  options.nesterov = false;
+  options.topk = encoding.k;
+  options.compression = encoding.values;
   at::Tensor theta = at::zeros({600});
   OuterOptimizer outer(options, {theta}, {{ValueSpan{0, 600}}}, exchange);
   at::manual_seed(6);
@@ -141,8 +145,10 @@ TEST(ErrorFeedback, ConservesWhatWasAndWasNotSent) {
 TEST(ErrorFeedback, EveryElementKeptLeavesNoFeedbackAndIsPlainDiLoCo) {
   const TopkEncoding all{static_cast<int>(kTopkChunk), Codec::kNone};
   OuterOptions sparse_options, dense_options;
+  sparse_options.algorithm = dense_options.algorithm = Algorithm::kDiLoCo;
   sparse_options.inner_steps = dense_options.inner_steps = 1;
-  sparse_options.topk = all;
+  sparse_options.topk = all.k;
+  sparse_options.compression = all.values;
   OneIsland sparse_exchange(all), dense_exchange(all);
   at::Tensor sparse_theta = at::zeros({300}), dense_theta = at::zeros({300});
   OuterOptimizer sparse(sparse_options, {sparse_theta}, {{ValueSpan{0, 300}}}, sparse_exchange);
