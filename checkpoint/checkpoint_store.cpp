@@ -263,11 +263,11 @@ std::string CheckpointStore::save(const SaveInfo& info, const std::vector<Piece>
   return final_dir.string();
 }
 
-std::vector<std::string> CheckpointStore::committed() const {
+std::vector<std::string> committed_checkpoints(const std::string& store_dir) {
   std::vector<std::pair<int64_t, std::string>> found;
-  if (fs::is_directory(dir_)) {
+  if (fs::is_directory(store_dir)) {
     const std::regex step_dir("step-([0-9]+)");
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(store_dir)) {
       std::smatch m;
       const std::string name = e.path().filename().string();
       if (std::regex_match(name, m, step_dir) && fs::exists(e.path() / kManifest))
@@ -278,14 +278,18 @@ std::vector<std::string> CheckpointStore::committed() const {
   std::vector<std::string> dirs;
   for (const auto& f : found) dirs.push_back(f.second);
   // LATEST names the newest commit; honour it first when it points at a committed checkpoint.
-  std::ifstream latest(fs::path(dir_) / "LATEST");
+  std::ifstream latest(fs::path(store_dir) / "LATEST");
   std::string named;
   if (latest >> named) {
-    const std::string path = (fs::path(dir_) / named).string();
+    const std::string path = (fs::path(store_dir) / named).string();
     auto it = std::find(dirs.begin(), dirs.end(), path);
     if (it != dirs.end()) std::rotate(dirs.begin(), it, it + 1);
   }
   return dirs;
+}
+
+std::vector<std::string> CheckpointStore::committed() const {
+  return committed_checkpoints(dir_);
 }
 
 void CheckpointStore::prune() const {

@@ -38,6 +38,10 @@ struct Piece {
 };
 
 // What a manifest records besides the tensors.
+// The committed checkpoints of the store at `store_dir` (directories step-N with a manifest), newest
+// first, LATEST's first where it names one of them.
+std::vector<std::string> committed_checkpoints(const std::string& store_dir);
+
 struct SaveInfo {
   int64_t step = 0, tokens = 0, seed = 0;
   int64_t schedule_steps = 0;  // the learning-rate schedule's length (train.steps)

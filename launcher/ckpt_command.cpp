@@ -14,6 +14,7 @@
 #include "launcher/commands.h"
 #include "runtime/inference/trained_model.h"
 #include "runtime/metrics/metrics.h"
+#include "runtime/process_exit.h"
 
 namespace atl::launcher {
 namespace {
@@ -27,8 +28,9 @@ std::string shape_of(const checkpoint::proto::Tensor& t) {
   return s;
 }
 
-// A path that is not a directory is bad input (exit 2), as a missing checkpoint.resume is; a
-// directory without a committed checkpoint in it gets the store's message and exit 1 (damage).
+// A path that is not a directory is bad input (exit 2), as a missing checkpoint.resume is; so is a
+// directory without a committed checkpoint in it (the store's message) and damage: one code per
+// cause across commands.
 void require_directory(const std::string& dir) {
   if (!std::filesystem::is_directory(dir))
     throw std::invalid_argument(
@@ -81,7 +83,7 @@ int inspect(const std::string& dir_arg) {
   std::printf("\n%d tensors, %llu chunks, %d shard headers, %s: %s\n", m.tensors_size(),
               static_cast<unsigned long long>(chunks), m.shard_headers_size(),
               runtime::format_bytes(static_cast<double>(total)).c_str(), verdict.c_str());
-  return bad == 0 && header_problem.empty() ? 0 : 1;
+  return bad == 0 && header_problem.empty() ? 0 : runtime::kExitBadInput;
 }
 
 }  // namespace
@@ -90,8 +92,8 @@ int ckpt_command(const Args& args) {
   if (wants_help(args) || args.empty()) {
     std::cout
         << "usage: " << kCkptUsage
-        << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 1 if any is "
-           "damaged;\n2 if DIR is not a directory).\n"
+        << "\n\nPrints what a checkpoint holds and verifies every chunk's checksum (exit 2 if any is "
+           "damaged,\nas for every command given a damaged checkpoint, or if DIR is not one).\n"
         << "export: a Hugging Face Llama directory OUT_DIR -- model.safetensors (fp32), config.json and, for "
            "a\n"
         << "subword model, tokenizer.model + tokenizer_config.json -- that transformers' from_pretrained "

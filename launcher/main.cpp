@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "checkpoint/checkpoint_error.h"
 #include "launcher/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/process_exit.h"
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
     if (command == "eval") return atl::launcher::eval_command(rest);
     if (command == "sample") return atl::launcher::sample_command(rest);
   } catch (const atl::runtime::ConfigError& e) {
+    std::cerr << "atoll: " << e.what() << "\n";
+    return atl::runtime::kExitBadInput;
+  } catch (const atl::checkpoint::CheckpointError& e) {
+    // A damaged or mismatched checkpoint is input to fix, as `atoll launch` reports it.
     std::cerr << "atoll: " << e.what() << "\n";
     return atl::runtime::kExitBadInput;
   } catch (const std::invalid_argument& e) {

@@ -39,6 +39,8 @@ int sample_command(const Args& args) {
 
   const runtime::TrainedModel trained = runtime::load_trained_model(o.positional[0]);
   const runtime::Tokenizer& tokenizer = *trained.tokenizer;
+  // On stderr, so that the text on stdout stays only the text.
+  std::cerr << "sample: " << trained.source << ", tokenizer " << tokenizer.description() << "\n";
   const std::string prompt = o.get("--prompt", "");
   const std::vector<uint32_t> encoded = tokenizer.encode(prompt);
   if (static_cast<int64_t>(encoded.size()) > trained.config.seq)

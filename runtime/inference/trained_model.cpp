@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/consolidated.h"
 #include "runtime/model/hugging_face.h"
@@ -90,12 +91,28 @@ TrainedModel load_trained_model(const std::string& path) {
                                 " is not a directory; pass a checkpoint (run/checkpoints or its step-N) "
                                 "or a Hugging Face model directory");
   if (is_hugging_face_directory(path)) return from_hugging_face(path);
-  const std::string checkpoint = checkpoint_in(path);
-  if (!fs::exists(fs::path(checkpoint) / "manifest.pb"))
+  if (fs::exists(fs::path(path) / "manifest.pb")) return from_checkpoint(path);
+  // A checkpoints folder: the newest checkpoint that loads, as checkpoint.resume: auto takes it.
+  const std::vector<std::string> committed = checkpoint::committed_checkpoints(path);
+  if (committed.empty())
     throw std::invalid_argument(path +
-                                " holds neither a checkpoint (manifest.pb or LATEST) nor a Hugging Face "
+                                " holds neither a checkpoint (manifest.pb, or step-N folders) nor a Hugging Face "
                                 "model (config.json); pass run/checkpoints, a step-N in it, or an export");
-  return from_checkpoint(checkpoint);
+  std::string skipped;
+  for (const std::string& dir : committed) {
+    try {
+      TrainedModel model = from_checkpoint(dir);
+      if (!skipped.empty()) model.source += "; skipped " + skipped;
+      return model;
+    } catch (const std::exception& e) {
+      // Damage surfaces as CheckpointError (shards, checksums) or invalid_argument (the manifest).
+      const bool damaged = dynamic_cast<const checkpoint::CheckpointError*>(&e) ||
+                           dynamic_cast<const std::invalid_argument*>(&e);
+      if (!damaged || dir == committed.back()) throw;
+      skipped += (skipped.empty() ? "" : ", ") + fs::path(dir).filename().string() + " (" + e.what() + ")";
+    }
+  }
+  throw std::logic_error("load_trained_model: unreachable");
 }
 
 int export_hugging_face(const std::string& checkpoint, const std::string& out) {

@@ -27,6 +27,8 @@ struct TrainedModel {
 // explains what is missing).
 std::string checkpoint_in(const std::string& dir);
 
+// PATH: a checkpoint (step-N), a checkpoints folder -- its newest checkpoint that loads, damaged ones
+// skipped and named in `source`, as checkpoint.resume: auto does -- or a Hugging Face directory.
 // std::invalid_argument (one line naming the path and the fix) for a path that is neither, or a
 // Hugging Face directory of another architecture, with missing tensors, or whose tokenizer.model
 // does not match its vocab_size; checkpoint::CheckpointError for a damaged checkpoint.

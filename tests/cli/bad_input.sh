@@ -92,22 +92,41 @@ ckpt_sums >"$work/committed.before"
 cp -r "$work/ckpt/checkpoints/step-9" "$work/damaged"
 shard="$work/damaged/rank-00000.safetensors"  # dp rank 0 writes everything without ZeRO
 printf '\xff' | dd of="$shard" bs=1 seek=$(($(stat -c %s "$shard") - 100)) conv=notrunc status=none
-# `ckpt inspect` exits 1 on a damaged checkpoint (its help says so), not 2.
-expect_cli_error ckpt_inspect_corrupt 1 \
+# A damaged checkpoint is bad input to every command that reads it: exit 2.
+expect_cli_error ckpt_inspect_corrupt 2 \
   "checkpoint: checksum mismatch in $work/damaged/rank-00000.safetensors for .* at byte [0-9]+: the file is corrupt" \
   ckpt inspect "$work/damaged"
 # A shard's safetensors header altered where the chunks' checksums cannot see it (the loader reads by
 # the manifest's offsets): the 8-byte length set to 2^60, and one dtype changed from F32 to F16.
 cp -r "$work/ckpt/checkpoints/step-9" "$work/header_length"
 printf '\x00\x00\x00\x00\x00\x00\x00\x10' | dd of="$work/header_length/rank-00000.safetensors" bs=1 conv=notrunc status=none
-expect_cli_error ckpt_inspect_header_length 1 \
+expect_cli_error ckpt_inspect_header_length 2 \
   "shard $work/header_length/rank-00000.safetensors: its header length is 1152921504606846976 bytes but the manifest recorded [0-9]+" \
   ckpt inspect "$work/header_length"
 cp -r "$work/ckpt/checkpoints/step-9" "$work/header_dtype"
 python3 -c 'import sys; p = sys.argv[1]; b = open(p, "rb").read(); open(p, "wb").write(b.replace(b"\"F32\"", b"\"F16\"", 1))' \
   "$work/header_dtype/rank-00000.safetensors"
-expect_cli_error ckpt_inspect_header_dtype 1 "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" \
+expect_cli_error ckpt_inspect_header_dtype 2 "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" \
   ckpt inspect "$work/header_dtype"
+# sample and eval read the parameters only: a shard header they rely on, damaged, is bad input too.
+expect_cli_error sample_corrupt 2 "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" \
+  sample "$work/header_dtype" --prompt "a" --max-tokens 2
+expect_cli_error eval_corrupt 2 "shard $work/header_dtype/rank-00000.safetensors: its safetensors header fails the manifest's checksum" \
+  eval "$work/header_dtype" --data "$work/data/val.bin" --max-sequences 2
+# Given a checkpoints folder whose newest checkpoint is damaged, sample and eval take the newest that
+# loads (as checkpoint.resume: auto does) and say which, and which they skipped.
+cp -r "$committed/checkpoints" "$work/fallback"
+cp "$work/header_dtype/rank-00000.safetensors" "$work/fallback/step-9/rank-00000.safetensors"
+for command in sample eval; do
+  if [[ $command == sample ]]; then extra=(--prompt "a" --max-tokens 2); else extra=(--data "$work/data/val.bin" --max-sequences 2); fi
+  env -u SLURM_JOB_ID "$atoll" "$command" "$work/fallback" "${extra[@]}" >"$work/fallback-$command.log" 2>&1
+  status=$?
+  if [[ $status -eq 0 ]] && grep -q "checkpoint $work/fallback/step-6 (step 6); skipped step-9 (checkpoint: shard $work/fallback/step-9/rank-00000.safetensors: its safetensors header fails" "$work/fallback-$command.log"; then
+    check ok "$command of a checkpoints folder whose newest is damaged loads step-6 and names both"
+  else
+    check fail "$command falls back past a damaged newest checkpoint (exit $status)" "$work/fallback-$command.log"
+  fi
+done
 # A torn checkpoint: every shard written, the manifest (written last, the commit) missing.
 cp -r "$work/ckpt/checkpoints/step-9" "$work/torn"
 rm "$work/torn/manifest.pb"
@@ -126,7 +145,7 @@ expect_error profile_after_end "train.profile_start = 5 with train.profile_steps
   2 train "$work/tiny.yaml" --set train.profile_start=5
 expect_cli_error sample_prompt_long_cli 2 "--prompt is 20 tokens, longer than model.seq = 16; shorten it" \
   sample "$work/export-dir" --prompt xxxxxxxxxxxxxxxxxxxx
-expect_cli_error eval_not_a_model 2 "$work/data holds neither a checkpoint .manifest.pb or LATEST. nor a Hugging Face model" \
+expect_cli_error eval_not_a_model 2 "$work/data holds neither a checkpoint .manifest.pb, or step-N folders. nor a Hugging Face model" \
   eval "$work/data" --data "$work/data/val.bin"
 
 expect_error resume_missing "$work/none/manifest.pb is missing" 2 train "$work/tiny.yaml" --set checkpoint.resume=$work/none
@@ -206,12 +225,12 @@ expect_cli_error flight_records 2 "comm.flight_records = 0 must be >= 1; set com
   plan "$work/tiny.yaml" --set comm.flight_records=0
 expect_cli_error plan_np 2 "islands\*pp\*dp\*tp = 2 but 3 ranks were launched; launch 2 ranks" plan "$work/tiny.yaml" --np 3
 # `ckpt inspect` and `ckpt export` of a path that is not a directory: bad input (2), as resume_missing;
-# a directory without a committed checkpoint in it: damage (1).
+# a directory without a committed checkpoint in it too.
 expect_cli_error ckpt_inspect_missing 2 "ckpt: $work/none is not a directory; pass a checkpoint" \
   ckpt inspect "$work/none"
 expect_cli_error ckpt_export_missing 2 "ckpt: $work/none is not a directory; pass a checkpoint" \
   ckpt export "$work/none" --out "$work/export-none"
-expect_cli_error ckpt_inspect_torn 1 "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" \
+expect_cli_error ckpt_inspect_torn 2 "checkpoint: $work/torn/manifest.pb is missing: the checkpoint was never committed" \
   ckpt inspect "$work/torn"
 expect_cli_error ckpt_export_no_out 2 "expected .atoll ckpt inspect DIR \| atoll ckpt export DIR --out OUT_DIR\|FILE.safetensors." \
   ckpt export "$committed/checkpoints"
