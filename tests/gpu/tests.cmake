@@ -8,6 +8,7 @@ if(ATOLL_CUDA)
   atoll_mpi_test(test_nccl DIR gpu GPU_NP 1 2 8 DEPS atoll_comm)
   atoll_mpi_test(test_gpu_matches_cpu DIR gpu GPU_NP 1 TIMEOUT 600)
   atoll_mpi_test(test_fused_ops DIR gpu GPU_NP 1)
+  atoll_mpi_test(test_fp8 DIR gpu GPU_NP 1)
   atoll_mpi_test(test_attention_kernels DIR gpu GPU_NP 1)
   atoll_mpi_test(test_host_syncs DIR gpu GPU_NP 1)
   add_test(NAME gpu_watchdog
