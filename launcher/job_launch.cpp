@@ -1,11 +1,14 @@
 #include "launcher/job_launch.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "runtime/process_exit.h"
 
@@ -49,26 +52,78 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   return command;
 }
 
+namespace {
+
+// `line` without the "srun: " that Slurm 21.08 and older put before each line srun logs.
+std::string_view without_srun_prefix(std::string_view line) {
+  constexpr std::string_view kPrefix = "srun: ";
+  return line.substr(0, kPrefix.size()) == kPrefix ? line.substr(kPrefix.size()) : line;
+}
+
+std::string_view trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+// A plugin's name as srun prints it: letters, digits and '_' ("pmix", "pmix_v4", "cray_shasta").
+bool is_plugin_name(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// pmix_vN's N (-1 for any other name): the newest of several versions is the one to take.
+int pmix_version(const std::string& plugin) {
+  constexpr std::string_view kVersioned = "pmix_v";
+  if (plugin.rfind(kVersioned, 0) != 0 || plugin.size() == kVersioned.size()) return -1;
+  int version = 0;
+  for (size_t i = kVersioned.size(); i < plugin.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(plugin[i])) || version > 100000) return -1;
+    version = version * 10 + (plugin[i] - '0');
+  }
+  return version;
+}
+
+}  // namespace
+
 std::vector<std::string> srun_mpi_plugins(const std::string& output) {
   std::vector<std::string> plugins;
+  const auto add = [&plugins](std::string_view name) {
+    if (is_plugin_name(name) && std::find(plugins.begin(), plugins.end(), name) == plugins.end())
+      plugins.emplace_back(name);
+  };
+  constexpr std::string_view kVersions = "specific pmix plugin versions available:";
   std::istringstream in(output);
   std::string line;
   bool listing = false;
   while (std::getline(in, line)) {
-    if (line.find("MPI plugin types are") != std::string::npos) {
+    const std::string_view text = trimmed(without_srun_prefix(line));
+    if (text.find("MPI plugin types are") != std::string_view::npos ||
+        text.find("MPI types are") != std::string_view::npos) {
       listing = true;
-    } else if (listing && !line.empty() && (line[0] == '\t' || line[0] == ' ')) {
-      plugins.push_back(line.substr(line.find_first_not_of(" \t")));
+    } else if (listing && text.substr(0, kVersions.size()) == kVersions) {
+      // "pmix_v3,pmix_v4": each a value --mpi takes as well.
+      std::string_view versions = text.substr(kVersions.size());
+      while (!versions.empty()) {
+        const size_t comma = versions.find(',');
+        add(trimmed(versions.substr(0, comma)));
+        versions = comma == std::string_view::npos ? std::string_view() : versions.substr(comma + 1);
+      }
     } else if (listing) {
-      break;  // the versions that follow are not plugin types
+      add(text);  // a name; anything else srun says in between ("error: ...") is passed over
     }
   }
   return plugins;
 }
 
 std::string choose_srun_mpi(const std::vector<std::string>& plugins) {
-  for (const std::string& p : plugins)
+  std::string newest;
+  for (const std::string& p : plugins) {
     if (p == "pmix") return p;
+    if (pmix_version(p) > (newest.empty() ? -1 : pmix_version(newest))) newest = p;
+  }
+  if (!newest.empty()) return newest;
   std::string offered;
   for (const std::string& p : plugins) offered += (offered.empty() ? "" : ", ") + p;
   throw std::invalid_argument(

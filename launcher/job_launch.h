@@ -22,13 +22,16 @@ struct LaunchRequest {
   std::string srun_mpi;                 // kSlurm: the PMI plugin srun starts the ranks with (--mpi=)
 };
 
-// The MPI plugins `srun --mpi=list` names (Slurm 22.05 prints "MPI plugin types are..." and one
-// indented name per line, then the versions of the pmix plugin).
+// The MPI plugins `srun --mpi=list` names, each once, the pmix plugin's versions ("pmix_v4") among
+// them: every value --mpi takes. Slurm 22.05 and later print "MPI plugin types are...", one
+// tab-indented name per line and "specific pmix plugin versions available: pmix_v3,pmix_v4"; 20.11
+// and 21.08 log "srun: MPI types are..." and then one "srun: NAME" line per plugin, versions included.
 std::vector<std::string> srun_mpi_plugins(const std::string& srun_mpi_list_output);
 
-// The plugin Open MPI's ranks need from srun: pmix (Debian's Open MPI 4.1 is built against PMIx, not
-// Slurm's PMI-1/PMI-2, so with the cluster's default MpiDefault=none its ranks die in MPI_Init).
-// std::invalid_argument, one line naming what srun offers and the fix, when pmix is not among them.
+// The plugin Open MPI's ranks need from srun: pmix, else the newest pmix_vN where only versioned
+// ones are installed (Debian's Open MPI 4.1 is built against PMIx, not Slurm's PMI-1/PMI-2, so with
+// the cluster's default MpiDefault=none its ranks die in MPI_Init). std::invalid_argument, one line
+// naming what srun offers and the fix, when no pmix is among them.
 std::string choose_srun_mpi(const std::vector<std::string>& plugins);
 
 // The mode for the options given: --hostfile wins, then --slurm, then --mpirun; with none of them,
