@@ -19,6 +19,7 @@
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
 #include "runtime/config/config.h"
+#include "runtime/host/usable_cpus.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/process_exit.h"
 
@@ -171,7 +172,7 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;
   request.as_root = geteuid() == 0;
-  request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  request.cores = runtime::usable_cpus();  // the CPUs mpirun may place ranks on (taskset, cgroups)
   return request;
 }
 
