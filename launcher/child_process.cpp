@@ -8,9 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace atl::launcher {
 namespace {
@@ -41,7 +47,48 @@ class BlockedSignals {
   int fd_ = -1;
 };
 
+// Ends the child that ChildOptions::abandon gave up on: SIGTERM (mpirun passes it to its ranks, then
+// kills them; srun ends its step), then SIGKILL once end_grace_s has passed; reaps it into `status`.
+void end_child(pid_t child, const ChildOptions& options, int& status) {
+  const pid_t target = options.own_process_group ? -child : child;
+  kill(target, SIGTERM);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, options.end_grace_s));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(child, &status, WNOHANG) == child) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(target, SIGKILL);
+  waitpid(child, &status, 0);
+}
+
+// The fields of /proc/PID/stat after the command's closing parenthesis (a command may hold spaces
+// and parentheses of its own): state first; empty when there is no such process.
+std::vector<std::string> stat_fields(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  std::vector<std::string> fields;
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(text.substr(close + 1));
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
 }  // namespace
+
+unsigned long long process_start_time(long pid) {
+  // starttime is field 22 of stat, the 20th after the command (field 2).
+  const std::vector<std::string> fields = stat_fields(pid);
+  return fields.size() > 19 ? std::stoull(fields[19]) : 0;
+}
+
+bool process_alive(long pid, unsigned long long start) {
+  if (pid <= 0) return false;
+  const std::vector<std::string> fields = stat_fields(pid);
+  if (fields.size() <= 19 || fields[0] == "Z" || fields[0] == "X") return false;
+  return start == 0 || std::stoull(fields[19]) == start;
+}
 
 ChildExit run_child(const std::vector<std::string>& command, const ChildOptions& options) {
   const BlockedSignals signals;
@@ -74,6 +121,7 @@ ChildExit run_child(const std::vector<std::string>& command, const ChildOptions&
   }
   ChildExit result;
   result.pid = child;
+  if (options.started) options.started(child);
   std::vector<pollfd> fds = {{signals.fd(), POLLIN, 0}};
   if (capture) {
     close(pipes[0][1]);
@@ -87,8 +135,7 @@ ChildExit run_child(const std::vector<std::string>& command, const ChildOptions&
     const bool streams_open = capture && (fds[1].fd >= 0 || fds[2].fd >= 0);
     if (!streams_open && waitpid(child, &status, WNOHANG) == child) break;
     if (!streams_open && options.abandon && options.abandon()) {
-      kill(options.own_process_group ? -child : child, SIGKILL);
-      waitpid(child, &status, 0);
+      end_child(child, options, status);
       result.abandoned = true;
       break;
     }

@@ -36,7 +36,8 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   } else {
     command = {"mpirun", "-np", std::to_string(r.ranks)};
     if (r.as_root) command.push_back("--allow-run-as-root");
-    command.insert(command.end(), {"-x", "ATOLL_PROGRESS"});  // mpirun passes only what it is told
+    // mpirun passes only what it is told to the ranks of other hosts.
+    command.insert(command.end(), {"-x", "ATOLL_PROGRESS", "-x", kAttemptVariable});
     if (r.mode == LaunchMode::kHostfile) {
       command.push_back("--hostfile");
       command.push_back(r.hostfile);
@@ -134,11 +135,37 @@ std::string choose_srun_mpi(const std::vector<std::string>& plugins) {
       "inside the allocation (--mpirun)");
 }
 
+namespace {
+
+// A record's attempt as its line carries it: "-" for none.
+std::string attempt_word(const std::string& attempt) {
+  return attempt.empty() ? "-" : attempt;
+}
+std::string attempt_from_word(const std::string& word) {
+  return word == "-" ? "" : word;
+}
+
+// The first line of every <run dir>/logs/rank-*.EXTENSION.
+std::vector<std::string> first_lines(const std::string& run_dir, const std::string& extension) {
+  std::vector<std::string> lines;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/logs", error)) {
+    if (entry.path().extension() != extension) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::getline(in, line);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::string to_line(const RankExit& e) {
   std::ostringstream out;
   out.precision(17);
   out << "rank " << e.rank << " pid " << e.pid << " host " << e.host << (e.signaled ? " signal " : " code ")
-      << e.code << " time " << e.time_s << "\n";
+      << e.code << " time " << e.time_s << " attempt " << attempt_word(e.attempt) << "\n";
   return out.str();
 }
 
@@ -152,6 +179,12 @@ std::optional<RankExit> rank_exit_from_line(const std::string& line) {
       (kind != "signal" && kind != "code"))
     return std::nullopt;
   e.signaled = kind == "signal";
+  // A record without an attempt is one of a supervisor from before attempts were named.
+  std::string attempt, word, rest;
+  if (in >> attempt) {
+    if (attempt != "attempt" || !(in >> word) || in >> rest) return std::nullopt;
+    e.attempt = attempt_from_word(word);
+  }
   return e;
 }
 
@@ -161,14 +194,15 @@ std::string exit_record_path(const std::string& run_dir, int rank) {
 
 std::vector<RankExit> read_rank_exits(const std::string& run_dir) {
   std::vector<RankExit> exits;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/logs", error)) {
-    if (entry.path().extension() != ".exit") continue;
-    std::ifstream in(entry.path());
-    std::string line;
-    std::getline(in, line);
+  for (const std::string& line : first_lines(run_dir, ".exit"))
     if (const std::optional<RankExit> e = rank_exit_from_line(line)) exits.push_back(*e);
-  }
+  return exits;
+}
+
+std::vector<RankExit> read_rank_exits(const std::string& run_dir, const std::string& attempt) {
+  std::vector<RankExit> exits;
+  for (const RankExit& e : read_rank_exits(run_dir))
+    if (e.attempt == attempt) exits.push_back(e);
   return exits;
 }
 
@@ -183,9 +217,18 @@ double seconds_since_epoch() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-bool outlived_failure(const std::vector<RankExit>& exits, double now_s, double grace_s) {
-  const std::optional<RankExit> first = first_failure(exits);
-  return first && now_s - first->time_s > grace_s;
+int job_exit_status(int launcher_status, const std::optional<RankExit>& cause) {
+  return cause ? cause->status() : launcher_status;
+}
+
+bool FailureWatch::outlived(const std::vector<RankExit>& exits, double now_s) {
+  bool outlived = false;
+  for (const RankExit& e : exits) {
+    if (!e.failed()) continue;
+    const double seen_s = first_seen_s_.try_emplace(e.rank, now_s).first->second;
+    outlived = outlived || now_s - seen_s > grace_s_;
+  }
+  return outlived;
 }
 
 std::string describe(const RankExit& e) {
@@ -193,6 +236,52 @@ std::string describe(const RankExit& e) {
       "rank " + std::to_string(e.rank) + " (pid " + std::to_string(e.pid) + " on " + e.host + ") ";
   if (!e.signaled) return out + "exited with code " + std::to_string(e.code);
   return out + "was killed by signal " + std::to_string(e.code) + " (" + runtime::signal_name(e.code) + ")";
+}
+
+std::string to_line(const RankProcesses& p) {
+  std::ostringstream out;
+  out << "rank " << p.rank << " attempt " << attempt_word(p.attempt) << " host " << p.host << " supervisor "
+      << p.supervisor_pid << " " << p.supervisor_pgid << " " << p.supervisor_start << " child " << p.child_pid
+      << " " << p.child_start << " step " << (p.slurm_step.empty() ? "-" : p.slurm_step) << "\n";
+  return out.str();
+}
+
+std::optional<RankProcesses> rank_processes_from_line(const std::string& line) {
+  std::istringstream in(line);
+  RankProcesses p;
+  std::string rank, attempt_key, attempt, host, supervisor, child, step_key, step, rest;
+  if (!(in >> rank >> p.rank >> attempt_key >> attempt >> host >> p.host >> supervisor >> p.supervisor_pid >>
+        p.supervisor_pgid >> p.supervisor_start >> child >> p.child_pid >> p.child_start >> step_key >>
+        step) ||
+      in >> rest)
+    return std::nullopt;
+  if (rank != "rank" || attempt_key != "attempt" || host != "host" || supervisor != "supervisor" ||
+      child != "child" || step_key != "step")
+    return std::nullopt;
+  p.attempt = attempt_from_word(attempt);
+  p.slurm_step = step == "-" ? "" : step;
+  return p;
+}
+
+std::string processes_record_path(const std::string& run_dir, int rank) {
+  return run_dir + "/logs/rank-" + std::to_string(rank) + ".pids";
+}
+
+std::vector<RankProcesses> read_rank_processes(const std::string& run_dir, const std::string& attempt) {
+  std::vector<RankProcesses> records;
+  for (const std::string& line : first_lines(run_dir, ".pids"))
+    if (const std::optional<RankProcesses> p = rank_processes_from_line(line); p && p->attempt == attempt)
+      records.push_back(*p);
+  return records;
+}
+
+void clear_rank_records(const std::string& run_dir) {
+  std::error_code error;
+  std::vector<std::filesystem::path> records;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/logs", error))
+    if (entry.path().extension() == ".exit" || entry.path().extension() == ".pids")
+      records.push_back(entry.path());
+  for (const std::filesystem::path& record : records) std::filesystem::remove(record, error);
 }
 
 }  // namespace atl::launcher

@@ -1,9 +1,11 @@
 // What `atoll launch` runs and how it reads a failed job: the launcher command line for each mode
 // (mpirun on this host, mpirun over a hostfile, srun inside a Slurm allocation), each rank wrapped in
-// `atoll supervise`, and the exit records the supervisors leave in <run dir>/logs/.
+// `atoll supervise`, and the records the supervisors leave in <run dir>/logs/: how each rank ended,
+// and its processes.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +46,10 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& request);
 // A command's words joined by spaces, as `atoll launch` prints what it runs.
 std::string command_line(const std::vector<std::string>& words);
 
+// The environment variable through which `atoll launch` names the attempt (each launch and relaunch
+// its own id) to every rank's supervisor, which stamps its records with it.
+inline constexpr const char* kAttemptVariable = "ATOLL_ATTEMPT";
+
 // One rank's exit as its supervisor recorded it.
 struct RankExit {
   int rank = -1;
@@ -51,8 +57,11 @@ struct RankExit {
   std::string host;
   bool signaled = false;
   int code = 0;         // the exit code, or the signal number when signaled
-  double time_s = 0.0;  // wall-clock seconds since the epoch
+  double time_s = 0.0;  // wall-clock seconds since the epoch, on the rank's host
+  std::string attempt;  // the attempt it belongs to (ATOLL_ATTEMPT; empty: none was named)
   bool failed() const { return signaled || code != 0; }
+  // The shell convention, as `atoll supervise` exits: 128 + signal for a killed rank.
+  int status() const { return signaled ? 128 + code : code; }
 };
 
 // Now, as RankExit::time_s counts it.
@@ -62,15 +71,59 @@ std::optional<RankExit> rank_exit_from_line(const std::string& line);
 std::string exit_record_path(const std::string& run_dir, int rank);
 // Every rank-N.exit in <run dir>/logs; unreadable records are skipped.
 std::vector<RankExit> read_rank_exits(const std::string& run_dir);
+// Those of `attempt` alone. A record of another attempt says nothing of this one: a rank of an
+// earlier attempt ended late, or a partitioned node's write reached the shared filesystem after the
+// relaunch.
+std::vector<RankExit> read_rank_exits(const std::string& run_dir, const std::string& attempt);
 // The failure that came first in time (the cause; later ones are usually its consequences).
 std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
 // "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
 std::string describe(const RankExit& exit);
 
-// Whether a job still running at `now_s` (seconds since the epoch) has outlived its first failed
-// rank by more than `grace_s`. mpirun and srun end the whole job within seconds of a rank's failure,
-// but mpirun waits on a node it cannot reach (its link cut, the node hung): Open MPI 4 has no
-// daemon heartbeat, so it waits until TCP gives up, about 15 minutes, and no restart happens.
-bool outlived_failure(const std::vector<RankExit>& exits, double now_s, double grace_s);
+// What `atoll launch` exits with after a failed job: the status of the rank that failed first, when
+// a record names one (also when the launcher ended mpirun or srun itself, which then reports 137 or
+// 143), else the status of mpirun or srun.
+int job_exit_status(int launcher_status, const std::optional<RankExit>& cause);
+
+// Whether a job still running has outlived its first failed rank by more than a grace. mpirun and
+// srun end the whole job within seconds of a rank's failure, but mpirun waits on a node it cannot
+// reach (its link cut, the node hung): Open MPI 4 has no daemon heartbeat, so it waits until TCP
+// gives up, about 15 minutes, and no restart happens. The grace is counted on this host's clock from
+// when the launcher first read the failure, never from the time in the record, which another host's
+// clock wrote.
+class FailureWatch {
+ public:
+  explicit FailureWatch(double grace_s) : grace_s_(grace_s) {}
+  // `exits`: one attempt's records, read at `now_s` (seconds on this host's steady clock).
+  bool outlived(const std::vector<RankExit>& exits, double now_s);
+
+ private:
+  double grace_s_;
+  std::map<int, double> first_seen_s_;  // by rank: when its failed record was first read
+};
+
+// One rank's processes, recorded by its supervisor as the rank starts, in <run dir>/logs/rank-N.pids:
+// the supervisor (the process mpirun or srun started) and the rank under it, in a process group of
+// its own. With them the launcher ends what an ended mpirun or srun left behind, and makes sure no
+// rank of a failed attempt is alive before it relaunches. A start time (/proc/PID/stat's starttime)
+// tells a process from a later one given the same pid.
+struct RankProcesses {
+  int rank = -1;
+  std::string attempt;  // as RankExit::attempt
+  std::string host;
+  long supervisor_pid = 0, supervisor_pgid = 0;
+  unsigned long long supervisor_start = 0;
+  long child_pid = 0;  // also its process group's id
+  unsigned long long child_start = 0;
+  std::string slurm_step;  // "JOB.STEP" under srun, else empty
+};
+
+std::string to_line(const RankProcesses& processes);
+std::optional<RankProcesses> rank_processes_from_line(const std::string& line);
+std::string processes_record_path(const std::string& run_dir, int rank);
+// Every readable rank-N.pids of `attempt` in <run dir>/logs.
+std::vector<RankProcesses> read_rank_processes(const std::string& run_dir, const std::string& attempt);
+// Removes every rank-N.exit and rank-N.pids in <run dir>/logs (before an attempt starts).
+void clear_rank_records(const std::string& run_dir);
 
 }  // namespace atl::launcher

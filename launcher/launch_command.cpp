@@ -3,8 +3,10 @@
 // rank under `atoll supervise`, and with --max-restarts relaunches a failed job from its last
 // committed checkpoint. SIGTERM or SIGUSR1 to the launcher preempts the job: every rank finishes its
 // step, commits a checkpoint and exits 0.
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "checkpoint/remove_tree.h"
@@ -19,7 +22,6 @@
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
 #include "runtime/config/config.h"
-#include "runtime/host/usable_cpus.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/process_exit.h"
 
@@ -172,7 +174,7 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;
   request.as_root = geteuid() == 0;
-  request.cores = runtime::usable_cpus();  // the CPUs mpirun may place ranks on (taskset, cgroups)
+  request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return request;
 }
 
@@ -215,6 +217,70 @@ std::string report_failure(const ChildExit& job, const std::optional<RankExit>& 
 }
 
 // Runs the job and, after a failure a restart may cure, relaunches it from its last committed
+// Seconds on this host's steady clock.
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string this_host() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// "rank 1 (pid 4242 under supervisor 4240 on node0)".
+std::string describe_processes(const RankProcesses& p) {
+  return "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.child_pid) + " under supervisor " +
+         std::to_string(p.supervisor_pid) + " on " + p.host + ")";
+}
+
+// How long the ranks of an ended attempt on this host may take to be gone after SIGKILL.
+constexpr double kRanksGone_s = 10.0;
+
+// Ends what an attempt left running and checks that none of its ranks on this host is alive: SIGKILL
+// to the process groups of each rank still there (its supervisor's, which Open MPI makes one per
+// rank, and the rank's own under it) and, with `cancel_steps`, `scancel --signal=KILL` of the
+// attempt's Slurm job steps on every node. Waits up to kRanksGone_s; returns the ranks still alive.
+// Ranks on other hosts are mpirun's daemons' to end there (or Slurm's): their pids mean nothing here.
+std::vector<RankProcesses> end_leftover_ranks(const std::string& run_dir, const std::string& attempt,
+                                              bool cancel_steps) {
+  const std::string host = this_host();
+  std::vector<RankProcesses> here;
+  std::set<std::string> steps;
+  for (const RankProcesses& p : read_rank_processes(run_dir, attempt)) {
+    if (!p.slurm_step.empty()) steps.insert(p.slurm_step);
+    if (p.host == host) here.push_back(p);
+  }
+  if (cancel_steps) {
+    ChildOptions quiet;
+    quiet.output = [](int, const char*, size_t) {};  // "already completed" is no news
+    for (const std::string& step : steps) run_child({"scancel", "--signal=KILL", step}, quiet);
+  }
+  const pid_t own_group = getpgrp();
+  const auto kill_group = [own_group](long pgid) {
+    if (pgid > 1 && pgid != own_group) kill(-static_cast<pid_t>(pgid), SIGKILL);
+  };
+  for (const RankProcesses& p : here) {
+    if (process_alive(p.supervisor_pid, p.supervisor_start)) {
+      kill_group(p.supervisor_pgid);
+      kill(static_cast<pid_t>(p.supervisor_pid), SIGKILL);
+    }
+    if (process_alive(p.child_pid, p.child_start)) {
+      kill_group(p.child_pid);
+      kill(static_cast<pid_t>(p.child_pid), SIGKILL);
+    }
+  }
+  const double deadline_s = steady_seconds() + kRanksGone_s;
+  for (;;) {
+    std::vector<RankProcesses> alive;
+    for (const RankProcesses& p : here)
+      if (process_alive(p.supervisor_pid, p.supervisor_start) || process_alive(p.child_pid, p.child_start))
+        alive.push_back(p);
+    if (alive.empty() || steady_seconds() > deadline_s) return alive;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // checkpoint, up to `max_restarts` times. Returns the exit status of `atoll launch`.
 int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const std::string& run_dir,
                       int max_restarts) {
@@ -224,34 +290,53 @@ int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const s
   std::optional<SessionDirectory> session_directory;
   if (mode != LaunchMode::kSlurm) session_directory.emplace();
   // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
-  // end it, so that the failure is reported and --max-restarts can act. The exit records are read
-  // at most once a second.
+  // Each attempt's name, unique across launches too, stamps the ranks' records.
+  const std::string launch_name =
+      std::to_string(static_cast<long long>(seconds_since_epoch())) + "-" + std::to_string(getpid());
+  // end it (SIGTERM, SIGKILL kEndGrace_s later: mpirun itself gives its ranks 2 s between the two),
+  // so that the failure is reported and --max-restarts can act. The exit records are read at most
+  // once a second.
   constexpr double kStragglerGrace_s = 20.0;
   double next_look_s = 0.0;
+  constexpr double kEndGrace_s = 5.0;
+  child_options.end_grace_s = kEndGrace_s;
+  std::string attempt_name;
+  FailureWatch failures(kStragglerGrace_s);
   child_options.abandon = [&] {
-    const double now_s = seconds_since_epoch();
+    const double now_s = steady_seconds();
     if (now_s < next_look_s) return false;
     next_look_s = now_s + 1.0;
-    return outlived_failure(read_rank_exits(run_dir), now_s, kStragglerGrace_s);
+    return failures.outlived(read_rank_exits(run_dir, attempt_name), now_s);
   };
   for (int attempt = 0;; ++attempt) {
-    std::error_code ignored;
-    for (const RankExit& old : read_rank_exits(run_dir))
-      std::filesystem::remove(exit_record_path(run_dir, old.rank), ignored);
+    attempt_name = launch_name + "." + std::to_string(attempt);
+    setenv(kAttemptVariable, attempt_name.c_str(), 1);
+    clear_rank_records(run_dir);
+    failures = FailureWatch(kStragglerGrace_s);
     const ChildExit job = run_child(command, child_options);
-    if (job.status() == 0 || job.received_signal != 0) return job.status();
-    const std::optional<RankExit> cause = first_failure(read_rank_exits(run_dir));
+    if (job.received_signal != 0 || (job.status() == 0 && !job.abandoned)) return job.status();
+    const std::optional<RankExit> cause = first_failure(read_rank_exits(run_dir, attempt_name));
     const std::string why = report_failure(job, cause, launcher_name, kStragglerGrace_s, run_dir);
     if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {
+    const int status = job_exit_status(job.status(), cause);
+    const std::vector<RankProcesses> alive =
+        end_leftover_ranks(run_dir, attempt_name, mode == LaunchMode::kSlurm && job.abandoned);
+    if (!alive.empty()) {
+      std::cerr << "atoll launch: " << describe_processes(alive.front())
+                << (alive.size() > 1 ? " and " + std::to_string(alive.size() - 1) + " more rank(s)" : "")
+                << " of the failed attempt still alive " << kRanksGone_s
+                << " s after SIGKILL; not relaunching while it may still write to " << run_dir << std::endl;
+      return runtime::kExitFailure;
+    }
       if (max_restarts > 0)
         std::cerr << "atoll launch: not restarting: exit code " << cause->code
                   << " means bad input or a non-finite stop, which a relaunch repeats" << std::endl;
-      return job.status();
+      return status;
     }
     if (attempt >= max_restarts) {
       if (max_restarts > 0)
         std::cerr << "atoll launch: giving up after " << max_restarts << " restart(s)" << std::endl;
-      return job.status();
+      return status;
     }
     append_event(run_dir, runtime::JsonRecord()
                               .add("event", std::string("restart"))

@@ -1,7 +1,9 @@
 // `atoll supervise RUN_DIR -- COMMAND...`: what `atoll launch` runs as each rank. It runs the real
 // rank (COMMAND) as its child, copies the child's output to its own and to <run dir>/logs/rank-N.log,
 // passes on SIGTERM/SIGUSR1, and records how the child ended in <run dir>/logs/rank-N.exit -- the one
-// way to learn that a rank was killed by SIGKILL, which the rank itself cannot report.
+// way to learn that a rank was killed by SIGKILL, which the rank itself cannot report. As the child
+// starts it records both processes in rank-N.pids, for the launcher to end them if mpirun or srun
+// does not. Both records carry the attempt `atoll launch` names in ATOLL_ATTEMPT.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -31,6 +33,23 @@ std::string host_name() {
   return host;
 }
 
+std::string environment_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// The Slurm job step this process runs in ("JOB.STEP"), empty outside one.
+std::string slurm_step() {
+  const std::string job = environment_value("SLURM_JOB_ID"), step = environment_value("SLURM_STEP_ID");
+  return job.empty() || step.empty() ? "" : job + "." + step;
+}
+
+// Writes `line` to `path` whole or not at all (a reader never sees half a record).
+void write_record(const std::string& path, const std::string& line) {
+  std::ofstream(path + ".tmp") << line;
+  std::filesystem::rename(path + ".tmp", path);
+}
+
 }  // namespace
 
 int supervise_command(const Args& args) {
@@ -39,9 +58,8 @@ int supervise_command(const Args& args) {
   const std::string run_dir = args[0];
   const std::vector<std::string> command(args.begin() + 2, args.end());
   const int rank = rank_from_environment();
+  const std::string attempt = environment_value(kAttemptVariable);
   std::filesystem::create_directories(run_dir + "/logs");
-  const std::string exit_path = exit_record_path(run_dir, rank);
-  std::filesystem::remove(exit_path);
   std::ofstream log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", std::ios::app);
 
   ChildOptions options;
@@ -52,6 +70,19 @@ int supervise_command(const Args& args) {
     log.flush();
     (void)!write(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, data, size);
   };
+  options.started = [&](long pid) {
+    RankProcesses processes;
+    processes.rank = rank;
+    processes.attempt = attempt;
+    processes.host = host_name();
+    processes.supervisor_pid = getpid();
+    processes.supervisor_pgid = getpgrp();
+    processes.supervisor_start = process_start_time(getpid());
+    processes.child_pid = pid;
+    processes.child_start = process_start_time(pid);
+    processes.slurm_step = slurm_step();
+    write_record(processes_record_path(run_dir, rank), to_line(processes));
+  };
   const ChildExit child = run_child(command, options);
 
   RankExit record;
@@ -61,8 +92,8 @@ int supervise_command(const Args& args) {
   record.signaled = child.signaled;
   record.code = child.code;
   record.time_s = seconds_since_epoch();
-  std::ofstream(exit_path + ".tmp") << to_line(record);
-  std::filesystem::rename(exit_path + ".tmp", exit_path);
+  record.attempt = attempt;
+  write_record(exit_record_path(run_dir, rank), to_line(record));
   return child.status();
 }
 

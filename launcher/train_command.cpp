@@ -1,4 +1,5 @@
 // `atoll train CONFIG [--set k=v]...`: what each rank runs.
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 #include "comm/mpi_runtime.h"
 #include "launcher/commands.h"
 #include "runtime/config/config.h"
+#include "runtime/fault_hooks.h"
 #include "runtime/process_exit.h"
 #include "runtime/trainer.h"
 
@@ -50,7 +52,10 @@ int train_command(int argc, char** argv) {
     if (!parsed.rest.empty())
       throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
     const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-    runtime::Trainer trainer(config, *world, &std::cout, read_launch_environment());
+    const runtime::LaunchEnvironment environment = read_launch_environment();
+    runtime::Trainer trainer(config, *world, &std::cout, environment);
+    // The failure tests' rank deaf to SIGTERM, over the preemption handler the trainer installed.
+    if (runtime::FaultHooks::parse(environment.fault).ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
     trainer.run();
   } catch (const runtime::PeerFailure&) {
     return runtime::kExitBadInput;  // the failing rank has said why

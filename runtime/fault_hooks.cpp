@@ -7,8 +7,8 @@ namespace atl::runtime {
 namespace {
 
 constexpr const char* kForms =
-    "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP, corrupt_chunk@EXCHANGE:ISLAND, sigkill@STEP or "
-    "sigkill_in_exchange@EXCHANGE";
+    "nan_gradient@STEP[:RANK], skip_collective@RANK:STEP, corrupt_chunk@EXCHANGE:ISLAND, sigkill@STEP, "
+    "sigkill_in_exchange@EXCHANGE or ignore_sigterm";
 
 // "A:B" or "A" -> {A, B or fallback}.
 std::pair<int64_t, int64_t> numbers(const std::string& entry, const std::string& text, int64_t fallback) {
@@ -46,6 +46,8 @@ FaultHooks FaultHooks::parse(const std::string& text) {
       hooks.sigkill_step = numbers(entry, args, 0).first;
     } else if (kind == "sigkill_in_exchange") {
       hooks.sigkill_exchange = numbers(entry, args, 0).first;
+    } else if (entry == "ignore_sigterm") {
+      hooks.ignore_sigterm = true;
     } else {
       throw std::invalid_argument("ATOLL_FAULT: unknown hook '" + entry + "'; use " + std::string(kForms));
     }

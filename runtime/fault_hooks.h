@@ -11,6 +11,9 @@
 //                                only a run that started from step 0 (a relaunch resumes and lives)
 //   sigkill_in_exchange@EXCHANGE every rank of this job dies (SIGKILL) in its EXCHANGE-th outer
 //                                exchange, its first phase sent (IslandExchange::die_in_exchange)
+//   ignore_sigterm               every rank ignores SIGTERM once it has started (no preemption by
+//                                it), as a rank stuck where no signal handler runs; the `atoll train`
+//                                command applies it (the launcher's end of a job must SIGKILL it)
 // Steps are 1-based, as in the progress lines.
 #pragma once
 
@@ -28,6 +31,7 @@ struct FaultHooks {
   int corrupt_chunk_island = -1;
   int64_t sigkill_step = -1;
   int64_t sigkill_exchange = -1;
+  bool ignore_sigterm = false;
 
   // Parses ATOLL_FAULT's value; throws std::invalid_argument naming a malformed entry.
   static FaultHooks parse(const std::string& text);

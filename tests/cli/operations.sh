@@ -5,6 +5,11 @@
 #              final checkpoint equals an uninterrupted run's bit for bit
 #   preempt    SIGTERM to the launcher mid-run: exit 0, a committed checkpoint of the step reached, and
 #              a relaunch (resume: auto) continues from it to the same final state
+#   stale      exit records of another attempt, and one of this attempt from a clock 100 s behind,
+#              written into a healthy job's logs/: the job is not ended, and ends 0 when preempted
+#   deaf       an mpirun that does not end its ranks, ranks deaf to SIGTERM and a failure on record:
+#              the launcher ends the attempt and no old rank is alive when it relaunches; it exits
+#              with the recorded rank's code
 #   watchdog   a rank that skips its collectives: every rank exits within 2x comm.timeout_s, each
 #              dumps its flight records, and rank 0 names the laggard
 #   nonfinite  NaN gradients at step 3: skip drops exactly that update; stop commits step 2 and exits 3
@@ -101,6 +106,82 @@ else
   check fail "preempt: second SIGTERM (exit $status, $killed rank killed by SIGUSR1, $took s)" "$work/insist.log"
 fi
 kill -KILL "$held" 2>/dev/null
+
+# alive PID...: whether any of the processes lives (a zombie does not).
+alive() {
+  local pid state
+  for pid; do
+    state=$(ps -o stat= -p "$pid" 2>/dev/null)
+    [[ -n $state && $state != Z* ]] && return 0
+  done
+  return 1
+}
+
+# stale: past step 20 of a healthy job, exit records land in its logs/ that are not this attempt's
+# failures -- one of another attempt (a rank of the previous attempt that ended late, or a
+# partitioned node's write reaching the shared filesystem after the relaunch), one without an
+# attempt (a supervisor from before attempts were named) -- and, for 3 s, one of this attempt whose
+# time, 100 s ago, another host's clock wrote. The launcher reads the records once a second: it must
+# not end the job over the last before 20 s of its own clock have passed since it first read it, nor
+# ever take the first two for a failure: 24 s later the job is still running, and a SIGTERM to the
+# launcher preempts it, exit 0.
+"$atoll" launch "$work/ops.yaml" --set run.dir="$work/stale" --set train.steps=1000000 --set train.log_every=100000 \
+  --set checkpoint.every=0 >"$work/stale.log" 2>&1 &
+job=$!
+until grep -q '"step":20,' "$work/stale/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+attempt=$(awk '$3 == "attempt" { print $4 }' "$work/stale/logs/rank-0.pids" 2>/dev/null)
+past=$(($(date +%s) - 100))
+printf 'rank 1 pid 1 host elsewhere code 1 time %s attempt 1-1.0\n' "$past" >"$work/stale/logs/rank-1.exit"
+printf 'rank 2 pid 2 host elsewhere signal 9 time %s\n' "$past" >"$work/stale/logs/rank-2.exit"
+printf 'rank 3 pid 3 host elsewhere code 4 time %s attempt %s\n' "$past" "$attempt" >"$work/stale/logs/rank-3.exit"
+sleep 3
+kill -0 $job 2>/dev/null && skewed=running || skewed=ended
+rm -f "$work/stale/logs/rank-3.exit"
+sleep 21
+kill -TERM $job
+wait $job
+status=$?
+if [[ $status -eq 0 && -n $attempt && $skewed == running ]] && grep -q "preempted by SIGUSR1 at step" "$work/stale.log" \
+    && ! grep -q "the job failed" "$work/stale.log"; then
+  check ok "stale: a record of this attempt from a clock 100 s behind did not end the job within 3 s, records of another attempt and of none not within 24 s; preempted, exit 0"
+else
+  check fail "stale (exit $status, attempt '$attempt', $skewed 3 s after the skewed record)" "$work/stale.log"
+fi
+
+# deaf: an mpirun that does not end its ranks (held with SIGSTOP, as one waiting on a node it cannot
+# reach), ranks that ignore SIGTERM (ATOLL_FAULT=ignore_sigterm) and a failure of this attempt on
+# record (rank 1's exit 4, as a partitioned node's watchdog leaves it). 20 s after it read the record
+# the launcher ends the attempt: SIGTERM, then 5 s later SIGKILL to mpirun and to every rank's
+# process group. When it says "restart 1 of 1" no process of the first attempt may be alive (its
+# ranks and their supervisors, from their rank-N.pids); the relaunch fails the same way, and the
+# launcher exits 4, the recorded rank's code, not the 137 of the mpirun it killed.
+ATOLL_FAULT=ignore_sigterm "$atoll" launch "$work/ops.yaml" --set run.dir="$work/deaf" --set train.steps=1000000 \
+  --set train.log_every=100000 --set checkpoint.every=500 --set comm.timeout_s=600 --max-restarts 1 >"$work/deaf.log" 2>&1 &
+job=$!
+left=""
+for round in 0 1; do
+  until [[ $(grep -c '"event":"start"' "$work/deaf/metrics.jsonl" 2>/dev/null) -gt $round && \
+           $(cat "$work/deaf/logs/"rank-*.pids 2>/dev/null | grep -c "^rank [01] attempt [^ ]*\.$round ") -eq 2 ]] \
+        || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+  attempt=$(awk '{ print $4 }' "$work/deaf/logs/rank-0.pids" 2>/dev/null)
+  mapfile -t old < <(awk '{ print $8; print $12 }' "$work/deaf/logs/"rank-*.pids 2>/dev/null)
+  kill -STOP "$(pgrep -P $job)"
+  printf 'rank 1 pid %s host %s code 4 time %s attempt %s\n' "${old[3]:-0}" "$(hostname)" "$(date +%s)" "$attempt" \
+    >"$work/deaf/logs/rank-1.exit"
+  if [[ $round -eq 0 ]]; then
+    until grep -q "restart 1 of 1" "$work/deaf.log" || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+  else
+    wait $job
+    status=$?
+  fi
+  alive "${old[@]}" && left+=" round $round: ${old[*]}"
+done
+if [[ $status -eq $EXIT_HANG && -z $left ]] && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deaf.log" \
+    && grep -q "restart 1 of 1" "$work/deaf.log" && grep -q "giving up after 1 restart(s)" "$work/deaf.log"; then
+  check ok "deaf: mpirun held, ranks deaf to SIGTERM: each attempt ended with no rank left alive before the relaunch; exit 4 (the recorded rank's), not mpirun's 137"
+else
+  check fail "deaf (exit $status, alive:${left:- none})" "$work/deaf.log"
+fi
 
 # watchdog: rank 1 of 4 skips the collectives of step 4 (comm.timeout_s = 3).
 start=$(date +%s.%N)

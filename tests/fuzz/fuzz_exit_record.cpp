@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           atl::launcher::describe(e);
           const auto again = atl::launcher::rank_exit_from_line(atl::launcher::to_line(e));
           if (!again || again->rank != e.rank || again->pid != e.pid || again->host != e.host ||
-              again->signaled != e.signaled || again->code != e.code) {
+              again->signaled != e.signaled || again->code != e.code || again->attempt != e.attempt) {
             std::fprintf(stderr, "fuzz: an exit record did not survive its own line format\n");
             std::abort();
           }

@@ -1,12 +1,16 @@
 // atoll launch's launcher lines: mpirun on this host never leaves Open MPI's default binding in place
 // (it would put a rank's threads on one core), oversubscribes only past the cores, and hostfile and
-// Slurm lines carry their own placement.
+// Slurm lines carry their own placement. And how it reads the ranks' records: each attempt's own,
+// the straggler grace on its own clock, the exit status of the rank that failed first.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "launcher/job_launch.h"
+#include "tests/temp_dir_test.h"
 
 namespace {
 
@@ -19,18 +23,33 @@ std::string line(const LaunchRequest& request) {
   return atl::launcher::command_line(atl::launcher::launcher_prefix(request));
 }
 
+using atl::launcher::RankExit;
+
+// A record of rank `rank` (pid 100 + rank, on node0 or node1) of no attempt.
+RankExit exit_of(int rank, bool signaled, int code, double time_s) {
+  RankExit e;
+  e.rank = rank;
+  e.pid = 100 + rank;
+  e.host = rank < 2 ? "node0" : "node1";
+  e.signaled = signaled;
+  e.code = code;
+  e.time_s = time_s;
+  return e;
+}
+
 }  // namespace
 
 TEST(JobLaunch, LocalMpirunUnbindsRanksAndOversubscribesOnlyPastTheCores) {
   LaunchRequest request;
   request.ranks = 2;
   request.cores = 16;
-  EXPECT_EQ(line(request), "mpirun -np 2 -x ATOLL_PROGRESS --bind-to none");
+  EXPECT_EQ(line(request), "mpirun -np 2 -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --bind-to none");
   request.ranks = 4;
   request.cores = 2;
   request.as_root = true;
-  EXPECT_EQ(line(request),
-            "mpirun -np 4 --allow-run-as-root -x ATOLL_PROGRESS --oversubscribe --bind-to none");
+  EXPECT_EQ(
+      line(request),
+      "mpirun -np 4 --allow-run-as-root -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --oversubscribe --bind-to none");
 }
 
 TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
@@ -38,7 +57,7 @@ TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
   hostfile.mode = LaunchMode::kHostfile;
   hostfile.ranks = 8;
   hostfile.hostfile = "hosts";
-  EXPECT_EQ(line(hostfile), "mpirun -np 8 -x ATOLL_PROGRESS --hostfile hosts");
+  EXPECT_EQ(line(hostfile), "mpirun -np 8 -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --hostfile hosts");
   LaunchRequest slurm;
   slurm.mode = LaunchMode::kSlurm;
   slurm.ranks = 8;
@@ -116,17 +135,109 @@ TEST(JobLaunch, SrunGetsThePmixPluginOrOneLineSayingItIsMissing) {
             0u);
 }
 
-// A job is ended only once its first failed rank has been on record for longer than the grace: a
-// clean exit, or a failure inside the grace, leaves the launcher waiting for mpirun.
-TEST(JobLaunch, AJobIsOverdueOnlyOnceItsFirstFailureOutlivedTheGrace) {
-  using atl::launcher::outlived_failure;
-  using atl::launcher::RankExit;
-  const RankExit clean{0, 100, "node0", false, 0, 1000.0};
-  const RankExit hung{2, 102, "node1", false, 4, 1010.0};
-  const RankExit killed{3, 103, "node1", true, 9, 1012.0};
-  EXPECT_FALSE(outlived_failure({}, 5000.0, 20.0));
-  EXPECT_FALSE(outlived_failure({clean}, 5000.0, 20.0));
-  EXPECT_FALSE(outlived_failure({clean, killed, hung}, 1030.0, 20.0));  // 20 s after the first failure
-  EXPECT_TRUE(outlived_failure({clean, killed, hung}, 1030.5, 20.0));   // counted from rank 2's, not 3's
-  EXPECT_TRUE(outlived_failure({killed}, 1032.5, 20.0));
+// A job is ended only once its first failed rank has been on record for longer than the grace, on
+// the launcher's clock from when it first read the record: a clean exit, or a failure inside the
+// grace, leaves the launcher waiting for mpirun, whatever time another host's clock wrote.
+TEST(JobLaunch, AJobIsOverdueOnlyOnceItsFirstFailureOutlivedTheGraceOnTheLaunchersClock) {
+  using atl::launcher::FailureWatch;
+  RankExit clean = exit_of(0, false, 0, 1000.0), hung = exit_of(2, false, 4, 1010.0),
+           killed = exit_of(3, true, 9, 1012.0);
+  FailureWatch none(20.0);
+  EXPECT_FALSE(none.outlived({}, 5000.0));
+  EXPECT_FALSE(none.outlived({clean}, 5000.0));
+  EXPECT_FALSE(none.outlived({clean}, 9000.0));
+  // Records written 100 s before the launcher's clock reads them (another host's clock behind, or
+  // a write that landed late): the grace starts when they are first seen, at 500.
+  FailureWatch watch(20.0);
+  EXPECT_FALSE(watch.outlived({clean, hung}, 500.0));
+  EXPECT_FALSE(watch.outlived({clean, hung, killed}, 510.0));
+  EXPECT_FALSE(watch.outlived({clean, hung, killed}, 520.0));  // 20 s after the first failure was seen
+  EXPECT_TRUE(watch.outlived({clean, hung, killed}, 520.5));   // counted from rank 2's, not 3's
+  FailureWatch later(20.0);
+  EXPECT_FALSE(later.outlived({clean}, 500.0));
+  EXPECT_FALSE(later.outlived({killed}, 510.0));
+  EXPECT_FALSE(later.outlived({killed}, 529.0));
+  EXPECT_TRUE(later.outlived({killed}, 530.5));
+}
+
+// A record names the attempt it belongs to and reads back as written; one from before attempts were
+// named reads with none; anything else after the time is not a record.
+TEST(JobLaunch, AnExitRecordCarriesItsAttempt) {
+  RankExit e = exit_of(3, true, 9, 1732745394.25);
+  e.attempt = "1732745390-4242.1";
+  const std::string line = atl::launcher::to_line(e);
+  EXPECT_EQ(line, "rank 3 pid 103 host node1 signal 9 time 1732745394.25 attempt 1732745390-4242.1\n");
+  const std::optional<RankExit> back = atl::launcher::rank_exit_from_line(line);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->attempt, e.attempt);
+  EXPECT_EQ(back->status(), 137);
+  const std::optional<RankExit> old = atl::launcher::rank_exit_from_line("rank 1 pid 7 host h code 4 time 5");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->attempt, "");
+  EXPECT_EQ(old->status(), 4);
+  EXPECT_FALSE(atl::launcher::rank_exit_from_line("rank 1 pid 7 host h code 4 time 5 attempt"));
+  EXPECT_FALSE(atl::launcher::rank_exit_from_line("rank 1 pid 7 host h code 4 time 5 attempt a b"));
+  EXPECT_FALSE(atl::launcher::rank_exit_from_line("rank 1 pid 7 host h code 4 time 5 tries a"));
+}
+
+class JobLaunchRecords : public atl::test::TempDirTest {};
+
+// The launcher reads only the records of the attempt running: one of another attempt -- a rank of
+// the previous attempt that ended late, a partitioned node's write landing after the relaunch, a
+// supervisor from before attempts were named -- is not this attempt's failure.
+TEST_F(JobLaunchRecords, TheReaderKeepsTheRecordsOfOneAttempt) {
+  std::filesystem::create_directories(path("logs"));
+  RankExit current = exit_of(0, false, 0, 2000.0), stale = exit_of(1, false, 1, 1000.0);
+  current.attempt = "100-7.1";
+  stale.attempt = "100-7.0";
+  write_file("logs/rank-0.exit", atl::launcher::to_line(current));
+  write_file("logs/rank-1.exit", atl::launcher::to_line(stale));
+  write_file("logs/rank-2.exit", "rank 2 pid 9 host node0 code 1 time 1500\n");
+  write_file("logs/rank-3.exit", "not a record\n");
+  EXPECT_EQ(atl::launcher::read_rank_exits(dir_.string()).size(), 3u);
+  const std::vector<RankExit> exits = atl::launcher::read_rank_exits(dir_.string(), "100-7.1");
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].rank, 0);
+  EXPECT_FALSE(atl::launcher::first_failure(exits));
+  EXPECT_EQ(atl::launcher::first_failure(atl::launcher::read_rank_exits(dir_.string(), "100-7.0"))->rank, 1);
+
+  atl::launcher::RankProcesses processes;
+  processes.rank = 1;
+  processes.attempt = "100-7.1";
+  processes.host = "node0";
+  processes.supervisor_pid = 4240;
+  processes.supervisor_pgid = 4240;
+  processes.supervisor_start = 123456;
+  processes.child_pid = 4242;
+  processes.child_start = 123457;
+  const std::string line = atl::launcher::to_line(processes);
+  EXPECT_EQ(line, "rank 1 attempt 100-7.1 host node0 supervisor 4240 4240 123456 child 4242 123457 step -\n");
+  write_file("logs/rank-1.pids", line);
+  processes.rank = 2;
+  processes.attempt = "100-7.0";
+  processes.slurm_step = "42.0";
+  write_file("logs/rank-2.pids", atl::launcher::to_line(processes));
+  const std::vector<atl::launcher::RankProcesses> read =
+      atl::launcher::read_rank_processes(dir_.string(), "100-7.1");
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].child_pid, 4242);
+  EXPECT_EQ(read[0].child_start, 123457u);
+  EXPECT_EQ(read[0].slurm_step, "");
+  EXPECT_EQ(atl::launcher::read_rank_processes(dir_.string(), "100-7.0")[0].slurm_step, "42.0");
+
+  atl::launcher::clear_rank_records(dir_.string());
+  EXPECT_TRUE(atl::launcher::read_rank_exits(dir_.string()).empty());
+  EXPECT_TRUE(atl::launcher::read_rank_processes(dir_.string(), "100-7.0").empty());
+  EXPECT_TRUE(std::filesystem::exists(path("logs")));
+}
+
+// After a failed job `atoll launch` exits with the status of the rank that failed first -- also when
+// it ended mpirun itself, which then reports 137 -- and with mpirun's status only when no record
+// names a failed rank.
+TEST(JobLaunch, AFailedJobExitsWithItsFirstFailedRanksStatus) {
+  using atl::launcher::job_exit_status;
+  EXPECT_EQ(job_exit_status(137, exit_of(2, false, 4, 1.0)), 4);
+  EXPECT_EQ(job_exit_status(137, exit_of(2, false, 2, 1.0)), 2);
+  EXPECT_EQ(job_exit_status(1, exit_of(2, true, 9, 1.0)), 137);
+  EXPECT_EQ(job_exit_status(137, std::nullopt), 137);
 }
