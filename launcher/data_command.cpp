@@ -47,7 +47,7 @@ int data_command(const Args& args) {
            "the last F of\nthe text's bytes (default 0.05) go to val.bin. MODEL: a SentencePiece model "
            "(atoll tokenizer\ntrain), copied to DIR/tokenizer.model for data.tokenizer; default: bytes "
            "(vocab 256). Shards\nhold uint16 tokens up to vocab 65536, uint32 above. N: encoding threads "
-           "(default: the cores).\n\n"
+           "(default: the CPUs this process may use).\n\n"
            "--documents        every file is one document: HTML (.html, .htm, or starting <!DOCTYPE html\n"
            "                   or <html) becomes plain text without navigation, scripts and the like;\n"
            "                   other files are UTF-8 text; empty documents are skipped. A document goes\n"

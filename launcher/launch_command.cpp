@@ -22,6 +22,7 @@
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
 #include "runtime/config/config.h"
+#include "runtime/host/usable_cpus.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/process_exit.h"
 
@@ -174,7 +175,7 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
   request.hostfile = options.hostfile;
   request.extra_args = options.extra;
   request.as_root = geteuid() == 0;
-  request.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  request.cores = runtime::usable_cpus();  // the CPUs mpirun may place ranks on (taskset, cgroups)
   return request;
 }
 
@@ -216,7 +217,6 @@ std::string report_failure(const ChildExit& job, const std::optional<RankExit>& 
   return why;
 }
 
-// Runs the job and, after a failure a restart may cure, relaunches it from its last committed
 // Seconds on this host's steady clock.
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -281,6 +281,7 @@ std::vector<RankProcesses> end_leftover_ranks(const std::string& run_dir, const 
   }
 }
 
+// Runs the job and, after a failure a restart may cure, relaunches it from its last committed
 // checkpoint, up to `max_restarts` times. Returns the exit status of `atoll launch`.
 int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const std::string& run_dir,
                       int max_restarts) {
@@ -289,19 +290,19 @@ int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const s
   // mpirun's job a session directory of its own; srun's ranks (started through PMIx) make none.
   std::optional<SessionDirectory> session_directory;
   if (mode != LaunchMode::kSlurm) session_directory.emplace();
-  // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
   // Each attempt's name, unique across launches too, stamps the ranks' records.
   const std::string launch_name =
       std::to_string(static_cast<long long>(seconds_since_epoch())) + "-" + std::to_string(getpid());
+  // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
   // end it (SIGTERM, SIGKILL kEndGrace_s later: mpirun itself gives its ranks 2 s between the two),
   // so that the failure is reported and --max-restarts can act. The exit records are read at most
   // once a second.
   constexpr double kStragglerGrace_s = 20.0;
-  double next_look_s = 0.0;
   constexpr double kEndGrace_s = 5.0;
   child_options.end_grace_s = kEndGrace_s;
   std::string attempt_name;
   FailureWatch failures(kStragglerGrace_s);
+  double next_look_s = 0.0;
   child_options.abandon = [&] {
     const double now_s = steady_seconds();
     if (now_s < next_look_s) return false;
@@ -317,7 +318,6 @@ int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const s
     if (job.received_signal != 0 || (job.status() == 0 && !job.abandoned)) return job.status();
     const std::optional<RankExit> cause = first_failure(read_rank_exits(run_dir, attempt_name));
     const std::string why = report_failure(job, cause, launcher_name, kStragglerGrace_s, run_dir);
-    if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {
     const int status = job_exit_status(job.status(), cause);
     const std::vector<RankProcesses> alive =
         end_leftover_ranks(run_dir, attempt_name, mode == LaunchMode::kSlurm && job.abandoned);
@@ -328,6 +328,7 @@ int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const s
                 << " s after SIGKILL; not relaunching while it may still write to " << run_dir << std::endl;
       return runtime::kExitFailure;
     }
+    if (cause && !runtime::restart_may_help(cause->signaled, cause->code)) {
       if (max_restarts > 0)
         std::cerr << "atoll launch: not restarting: exit code " << cause->code
                   << " means bad input or a non-finite stop, which a relaunch repeats" << std::endl;

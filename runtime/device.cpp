@@ -3,11 +3,14 @@
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <set>
 
 #include "atoll/build_config.h"
 #include "runtime/placement.h"
+#include "runtime/startup.h"
 
 #if ATOLL_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
@@ -18,59 +21,185 @@ namespace atl::runtime {
 
 namespace {
 
-// Why this rank has no GPU to train on, and what fixes it for a config that asked for cuda.
-struct NoGpu {
-  std::string why, fix;
+std::string plural(int count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+std::vector<std::string> comma_separated(const std::string& text) {
+  std::vector<std::string> items;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    if (comma > begin) items.push_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return items;
+}
+
+// Whether CUDA_VISIBLE_DEVICES names a device: its first entry an index, a GPU or MIG UUID. "",
+// "-1" and Slurm's old "NoDevFiles" hide every GPU instead.
+bool names_a_device(const std::string& cuda_visible_devices) {
+  const std::vector<std::string> entries = comma_separated(cuda_visible_devices);
+  if (entries.empty()) return false;
+  const std::string& first = entries.front();
+  return std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+         first.rfind("GPU-", 0) == 0 || first.rfind("MIG-", 0) == 0;
+}
+
+// What the job asked for, as its variables say it ("SLURM_STEP_GPUS=0,1, CUDA_VISIBLE_DEVICES=0"),
+// or "" where it asked for no GPU.
+std::string gpus_asked_for(const GpuVariables& v) {
+  std::string asked;
+  const auto add = [&asked](const std::string& name, const std::string& value) {
+    asked += (asked.empty() ? "" : ", ") + name + "=" + value;
+  };
+  if (!v.slurm_step_gpus.empty()) add("SLURM_STEP_GPUS", v.slurm_step_gpus);
+  if (!v.slurm_job_gpus.empty()) add("SLURM_JOB_GPUS", v.slurm_job_gpus);
+  if (names_a_device(v.cuda_visible_devices)) add("CUDA_VISIBLE_DEVICES", v.cuda_visible_devices);
+  return asked;
+}
+
+// How the node's ranks take GPUs (choose_device's comment): this rank's device among those it
+// sees, and whether some rank on the node is left without one of its own.
+struct NodeBinding {
+  int index = 0;
+  bool shared = false;
+  int gpus = 0;  // the GPUs the node's ranks see between them
 };
 
-std::optional<NoGpu> no_gpu(bool cuda_built, int cuda_devices, int local_size, bool share_gpu,
+NodeBinding bind_on_node(const GpuEnvironment& g) {
+  const int size = std::max(1, g.local_size);
+  const bool known = static_cast<int>(g.node_gpus.size()) == size && g.local_rank >= 0 &&
+                     g.local_rank < size &&
+                     static_cast<int>(g.node_gpus[static_cast<size_t>(g.local_rank)].size()) == g.visible;
+  if (!known) return {device_for(g.local_rank, g.visible), size > g.visible, g.visible};
+  NodeBinding binding;
+  std::set<std::string> taken, seen;
+  int mine = -1;
+  for (int r = 0; r < size; ++r) {
+    const std::vector<std::string>& ids = g.node_gpus[static_cast<size_t>(r)];
+    seen.insert(ids.begin(), ids.end());
+    const auto free =
+        std::find_if(ids.begin(), ids.end(), [&taken](const std::string& id) { return !taken.count(id); });
+    if (free == ids.end()) {
+      binding.shared = true;
+      continue;
+    }
+    taken.insert(*free);
+    if (r == g.local_rank) mine = static_cast<int>(free - ids.begin());
+  }
+  binding.index = mine >= 0 ? mine : device_for(g.local_rank, g.visible);
+  binding.gpus = static_cast<int>(seen.size());
+  return binding;
+}
+
+// Why this rank has no GPU to train on: what it found, the detail, and what fixes it for a config
+// that asked for cuda, and for auto in a job that asked for GPUs.
+struct NoGpu {
+  std::string why, detail, cuda_fix, auto_fix;
+};
+
+std::optional<NoGpu> no_gpu(const GpuEnvironment& g, const NodeBinding& binding, bool share_gpu,
                             bool one_rank_islands) {
-  if (!cuda_built)
-    return NoGpu{
-        "this atoll was built without the CUDA path",
-        " (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set run.device: "
-        "cpu"};
-  if (cuda_devices < 1)
-    return NoGpu{
-        "no CUDA device is visible to this rank",
-        " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train "
-        "on the CPU"};
-  if (local_size > cuda_devices && !share_gpu && !one_rank_islands)
-    return NoGpu{std::to_string(local_size) + " ranks on this node share " + std::to_string(cuda_devices) +
-                     " GPU" + (cuda_devices == 1 ? "" : "s") + " and NCCL needs a GPU per rank",
-                 "; launch at most " + std::to_string(cuda_devices) +
-                     " ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or "
-                     "set run.device: cpu"};
+  if (!g.cuda_built) {
+    const std::string fix = "rebuild with -DATOLL_WITH_CUDA=ON or set run.device: cpu";
+    return NoGpu{"this atoll was built without the CUDA path", " (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch)",
+                 fix, fix};
+  }
+  if (g.visible < 1)
+    return NoGpu{"no CUDA device is visible to this rank",
+                 " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES)",
+                 "set run.device: auto or cpu to train on the CPU",
+                 "set run.device: cpu to train on the CPU"};
+  if (binding.shared && !share_gpu && !one_rank_islands) {
+    const std::string fix =
+        "launch at most " + plural(binding.gpus, "rank") +
+        " per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or set "
+        "run.device: cpu";
+    return NoGpu{plural(std::max(1, g.local_size), "rank") + " on this node share " +
+                     plural(binding.gpus, "GPU") + " and NCCL needs a GPU per rank",
+                 "", fix, fix};
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
-DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size, bool share_gpu, bool one_rank_islands) {
+DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, bool share_gpu,
+                           bool one_rank_islands) {
   if (requested == DeviceKind::kCpu) return {};
-  if (const std::optional<NoGpu> missing =
-          no_gpu(cuda_built, cuda_devices, local_size, share_gpu, one_rank_islands)) {
+  const NodeBinding binding = bind_on_node(gpus);
+  if (const std::optional<NoGpu> missing = no_gpu(gpus, binding, share_gpu, one_rank_islands)) {
     if (requested == DeviceKind::kCuda)
-      throw ConfigError({"config: run.device = cuda but " + missing->why + missing->fix});
+      throw StartupError("run.device = cuda but " + missing->why + missing->detail + "; " +
+                         missing->cuda_fix);
+    const std::string asked = gpus_asked_for(gpus.variables);
+    if (!asked.empty())
+      throw StartupError("run.device = auto and the job asked for GPUs (" + asked + "), but " + missing->why +
+                         missing->detail + "; " + missing->auto_fix);
     return {c10::Device(c10::kCPU), "device: run.device auto: " + missing->why + "; training on the CPU"};
   }
-  DeviceChoice choice{
-      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_for(local_rank, cuda_devices))), ""};
-  const std::string gpus = std::to_string(cuda_devices) + " GPU" + (cuda_devices == 1 ? "" : "s");
-  if (local_size > cuda_devices && one_rank_islands) {
+  DeviceChoice choice{c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(binding.index)), ""};
+  const std::string ranks = std::to_string(std::max(1, gpus.local_size)) + " ranks on this node share " +
+                            plural(binding.gpus, "GPU");
+  if (binding.shared && one_rank_islands) {
     // No NCCL group spans two ranks, so none needs a host id of its own: no socket transport either.
-    choice.note = "device: " + std::to_string(local_size) + " ranks on this node share " + gpus +
+    choice.note = "device: " + ranks +
                   " as islands of one rank each: every group on the GPU has one member (no NCCL "
                   "communicator is made) and the islands exchange over MPI on the host";
-  } else if (local_size > cuda_devices) {
+  } else if (binding.shared) {
     choice.shares_gpu = true;
-    choice.note = "device: run.share_gpu: " + std::to_string(local_size) + " ranks on this node share " +
-                  gpus +
+    choice.note = "device: run.share_gpu: " + ranks +
                   "; each rank has its own NCCL host id (NCCL_HOSTID), so NCCL joins them over its socket "
                   "transport: real NCCL, for tests, not for speed";
   }
   return choice;
+}
+
+GpuEnvironment gpu_environment(const RankPlacement& placement) {
+  GpuEnvironment g;
+  g.cuda_built = cuda_path_built();
+  g.visible = visible_cuda_devices();
+  g.variables = placement.gpu_variables;
+  g.local_rank = placement.local_rank;
+  g.local_size = placement.local_size;
+  for (const NodeRank& rank : placement.node_ranks) g.node_gpus.push_back(rank.gpus);
+  return g;
+}
+
+std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, int visible,
+                                        const GpuVariables& variables) {
+  if (visible < 1) return {};
+  if (static_cast<int>(uuids.size()) == visible) return uuids;
+  for (const std::string& list : {variables.slurm_step_gpus, variables.cuda_visible_devices}) {
+    std::vector<std::string> entries = comma_separated(list);
+    if (static_cast<int>(entries.size()) == visible) return entries;
+  }
+  std::vector<std::string> positions;
+  for (int i = 0; i < visible; ++i) positions.push_back("#" + std::to_string(i));
+  return positions;
+}
+
+std::vector<std::string> visible_gpu_identities(const GpuVariables& variables) {
+  const int visible = visible_cuda_devices();
+  std::vector<std::string> uuids;
+#if ATOLL_CUDA
+  // The properties come from cudaGetDeviceProperties, which makes no context on the device: the
+  // rank has not bound its device yet.
+  for (int i = 0; i < visible; ++i) {
+    const cudaUUID_t& uuid = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i))->uuid;
+    std::string text = "GPU-";
+    for (int b = 0; b < 16; ++b) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const auto byte = static_cast<unsigned char>(uuid.bytes[b]);
+      text += kHex[byte >> 4];
+      text += kHex[byte & 15];
+      if (b == 3 || b == 5 || b == 7 || b == 9) text += '-';
+    }
+    uuids.push_back(text);
+  }
+#endif
+  return gpu_identities(uuids, visible, variables);
 }
 
 int visible_cuda_devices() {

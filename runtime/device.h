@@ -1,12 +1,15 @@
 // The device each rank trains on (run.device): chosen once at start-up from what the config asks,
-// what this build can run and the GPUs this process sees, then bound before any CUDA call.
+// what this build can run, what the job asked for and the GPUs each rank on the node sees, then
+// bound before any CUDA call.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/placement.h"
 
 namespace atl::runtime {
 
@@ -14,23 +17,57 @@ struct DeviceChoice {
   c10::Device device = c10::Device(c10::kCPU);
   // Said once at start-up by rank 0 when auto fell back to the CPU, or when ranks share GPUs (else empty).
   std::string note;
-  bool shares_gpu = false;  // more ranks on this node than GPUs, allowed by run.share_gpu
+  bool shares_gpu = false;  // ranks on this node share GPUs, allowed by run.share_gpu
 };
 
-// auto: cuda:device_for(local_rank) when this build has the CUDA path and the node's `local_size`
-// ranks each have a GPU of the `cuda_devices` (NCCL refuses two ranks of a group on one GPU), else
-// the CPU with a note. cuda: that device, or ConfigError (one line, the fix) when there is no GPU,
-// too few of them, or no CUDA path in the build. cpu: the CPU. `share_gpu` (run.share_gpu) lets more
-// ranks than GPUs on a node through, round robin, with a note: each such rank then needs a NCCL host
-// identity of its own (comm/nccl_host_identity.h) before its first NCCL call. `one_rank_islands`
-// (parallel.islands > 1 with pp = dp = tp = 1) lets them through as well, without host ids, with a
-// note: every NCCL group then has one member (the island group has no NCCL plane: the islands
-// exchange host copies over MPI), so no NCCL runs between ranks and any number may share a GPU.
-DeviceChoice choose_device(DeviceKind requested, bool cuda_built, int cuda_devices, int local_rank,
-                           int local_size = 1, bool share_gpu = false, bool one_rank_islands = false);
+// What a rank finds out about GPUs at start-up, recorded: choose_device decides from this alone.
+struct GpuEnvironment {
+  bool cuda_built = false;  // this binary has the CUDA path
+  int visible = 0;          // the CUDA devices this rank sees
+  GpuVariables variables;   // what the job asked for (CUDA_VISIBLE_DEVICES, Slurm's GPU variables)
+  int local_rank = -1;      // this rank's index on its node; -1: unknown
+  int local_size = 1;       // ranks on the node; < 1: unknown, one
+  // What each rank on the node sees, in local-rank order (node_gpus[local_rank] is this rank's
+  // `visible` devices): the identities of its GPUs (gpu_identities). Empty, or not agreeing with
+  // `visible`: unknown, and every rank on the node is taken to see what this one sees.
+  std::vector<std::vector<std::string>> node_gpus;
+};
+
+// This process's: the build, torch's device count, and `placement`'s GPU variables, local rank and
+// size and node_ranks (completed_placement).
+GpuEnvironment gpu_environment(const RankPlacement& placement);
+
+// cpu: the CPU. Otherwise a GPU for every rank on the node: the node's ranks take GPUs in local-rank
+// order, each the first of those it sees that no rank before it took -- so where every rank sees
+// the same GPUs local rank r takes the r-th, and where each sees a GPU of its own (Slurm's
+// --gpus-per-task=1 or --gpu-bind=single:1, a CUDA_VISIBLE_DEVICES per rank) it takes device 0 of
+// what it sees. A rank left without a GPU of its own means the node's ranks share GPUs, which NCCL
+// refuses for two ranks of a group, so then:
+// - `share_gpu` (run.share_gpu) lets them through -- a rank without a GPU of its own takes device
+//   local_rank % visible, so ranks that all see the same GPUs take them round robin -- with a note:
+//   each rank then needs a NCCL host identity of its own (comm/nccl_host_identity.h) before its
+//   first NCCL call; `one_rank_islands` (parallel.islands > 1 with pp = dp = tp = 1) likewise,
+//   without host ids: every NCCL group then has one member (the island group has no NCCL plane: the
+//   islands exchange host copies over MPI), so no NCCL runs between ranks;
+// - else, like no GPU or no CUDA path in the build: run.device auto trains on the CPU with a note,
+//   unless the job asked for GPUs (Slurm's GPU variables, or CUDA_VISIBLE_DEVICES naming a device),
+//   and cuda cannot train at all. Both are a StartupError of one line: what was asked, what this
+//   rank found, the fix (a rank's own finding, so the rank says it: another rank may differ).
+DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, bool share_gpu = false,
+                           bool one_rank_islands = false);
 
 // The GPUs this process sees (0 with a CPU-only LibTorch or no driver).
 int visible_cuda_devices();
+
+// Identities for the `visible` devices a rank sees, in its device order, equal for one device in
+// every process of the node: `uuids` (nvidia-smi's "GPU-5a1c..."), when there is one per device;
+// else the node-wide indices Slurm gives (SLURM_STEP_GPUS, per task under GPU binding) or
+// CUDA_VISIBLE_DEVICES's entries, whichever lists `visible` of them; else positions ("#0", "#1",
+// ...), which take every rank to see the same devices.
+std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, int visible,
+                                        const GpuVariables& variables);
+// gpu_identities() of the devices this process sees, their UUIDs read from CUDA (no CUDA context).
+std::vector<std::string> visible_gpu_identities(const GpuVariables& variables);
 // Whether this binary was built with the CUDA path (-DATOLL_WITH_CUDA).
 bool cuda_path_built();
 

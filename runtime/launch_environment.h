@@ -13,7 +13,7 @@ struct LaunchEnvironment {
   // ATOLL_PROGRESS=bar: a progress bar on rank 0's console. `atoll launch` sets it when its own output
   // is a terminal; a rank cannot tell (Open MPI gives it a pseudo-terminal even under `| tee log`).
   bool progress_bar = false;
-  RankPlacement placement;  // the launcher's word on where this rank sits on its node
+  RankPlacement placement;  // where this rank sits on its node, and its GPU variables
   // The failure tests' hooks as written (empty in real runs), parsed by the trainer's start-up checks
   // so that a malformed one is reported like any other bad input (test_hooks.h).
   std::string fault;                     // ATOLL_FAULT

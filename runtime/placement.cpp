@@ -4,12 +4,14 @@
 #include <charconv>
 #include <cstring>
 #include <optional>
-#include <thread>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
+#include "runtime/device.h"
+#include "runtime/host/usable_cpus.h"
 
 namespace atl::runtime {
 namespace {
@@ -63,6 +65,74 @@ int slurm_tasks_on_node(const char* list, int node) {
   return -1;
 }
 
+// One rank's share of the node gather: "LOCAL_RANK\nCPU,CPU,...\nGPU,GPU,..." (GPU identities hold
+// no comma or newline: UUIDs, or entries of comma-separated lists).
+std::string node_rank_record(int local_rank, const NodeRank& rank) {
+  std::string record = std::to_string(local_rank) + "\n";
+  for (size_t i = 0; i < rank.cpus.size(); ++i) record += (i ? "," : "") + std::to_string(rank.cpus[i]);
+  record += "\n";
+  for (size_t i = 0; i < rank.gpus.size(); ++i) record += (i ? "," : "") + rank.gpus[i];
+  return record;
+}
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// A record back: its local rank (-1 when malformed) and what the rank may use.
+std::pair<int, NodeRank> parse_node_rank_record(const std::string& record) {
+  std::istringstream in(record);
+  std::string local_rank, cpus, gpus;
+  std::getline(in, local_rank);
+  std::getline(in, cpus);
+  std::getline(in, gpus);
+  NodeRank rank;
+  for (const std::string& cpu : comma_list(cpus)) {
+    const std::optional<int> id = parse_count(cpu.data(), cpu.data() + cpu.size());
+    if (!id) return {-1, {}};
+    rank.cpus.push_back(*id);
+  }
+  rank.gpus = comma_list(gpus);
+  const std::optional<int> index = parse_count(local_rank.data(), local_rank.data() + local_rank.size());
+  return {index.value_or(-1), rank};
+}
+
+// Every rank's `record` on `node`, in the node communicator's rank order.
+std::vector<std::string> all_gather_strings(MPI_Comm node, const std::string& record) {
+  int size = 0;
+  MPI_Comm_size(node, &size);
+  const int length = static_cast<int>(record.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, node));
+  int total = 0;
+  for (int i = 0; i < size; ++i) {
+    offsets[static_cast<size_t>(i)] = total;
+    total += lengths[static_cast<size_t>(i)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_CHECK(MPI_Allgatherv(record.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                           MPI_CHAR, node));
+  std::vector<std::string> records;
+  for (int i = 0; i < size; ++i)
+    records.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(i)]),
+                                 static_cast<size_t>(lengths[static_cast<size_t>(i)])));
+  return records;
+}
+
+bool share_a_cpu(const std::vector<int>& a, const std::vector<int>& b) {
+  // Both ascending (usable_cpu_ids).
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (a[i] == b[j]) return true;
+    a[i] < b[j] ? ++i : ++j;
+  }
+  return false;
+}
+
 }  // namespace
 
 RankPlacement placement_from_environment(const Environment& env) {
@@ -82,11 +152,33 @@ RankPlacement placement_from_environment(const Environment& env) {
     p.local_rank = count_or_unknown(env, "PMIX_LOCAL_RANK", 0);
     p.local_size = count_or_unknown(env, "PMIX_LOCAL_SIZE", 1);
   }
+  const auto value = [&env](const char* name) {
+    const char* text = env(name);
+    return std::string(text ? text : "");
+  };
+  p.gpu_variables = {value("CUDA_VISIBLE_DEVICES"), value("SLURM_STEP_GPUS"), value("SLURM_JOB_GPUS")};
   return p;
 }
 
-int threads_per_rank(int cores, int local_size) {
-  return std::max(1, cores / std::max(1, local_size));
+int threads_per_rank(int cpus, int sharing) {
+  return std::max(1, cpus / std::max(1, sharing));
+}
+
+int ranks_sharing_cpus(const std::vector<NodeRank>& node_ranks, int local_rank) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(node_ranks.size())) return 1;
+  const std::vector<int>& mine = node_ranks[static_cast<size_t>(local_rank)].cpus;
+  int sharing = 0;
+  for (const NodeRank& rank : node_ranks) sharing += share_a_cpu(rank.cpus, mine) ? 1 : 0;
+  return std::max(1, sharing);
+}
+
+int threads_for(const RankPlacement& placement) {
+  const int known = static_cast<int>(placement.node_ranks.size());
+  if (placement.local_rank >= 0 && placement.local_rank < known)
+    return threads_per_rank(
+        static_cast<int>(placement.node_ranks[static_cast<size_t>(placement.local_rank)].cpus.size()),
+        ranks_sharing_cpus(placement.node_ranks, placement.local_rank));
+  return threads_per_rank(usable_cpus(), placement.local_size);
 }
 
 int device_for(int local_rank, int devices) {
@@ -94,18 +186,38 @@ int device_for(int local_rank, int devices) {
 }
 
 RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacement placement) {
-  if (placement.local_rank >= 0 && placement.local_size >= 1) return placement;
   MPI_Comm node;
   MPI_CHECK(MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
-  MPI_Comm_rank(node, &placement.local_rank);
-  MPI_Comm_size(node, &placement.local_size);
+  if (placement.local_rank < 0 || placement.local_size < 1) {
+    MPI_Comm_rank(node, &placement.local_rank);
+    MPI_Comm_size(node, &placement.local_size);
+  }
+  const NodeRank mine{usable_cpu_ids(), visible_gpu_identities(placement.gpu_variables)};
+  const std::vector<std::string> records =
+      all_gather_strings(node, node_rank_record(placement.local_rank, mine));
   MPI_Comm_free(&node);
+  // In local-rank order; kept only when the launcher's local ranks number the node's ranks
+  // 0..local_size-1, as the node communicator counts them.
+  std::vector<NodeRank> ranks(records.size());
+  std::vector<bool> seen(records.size(), false);
+  bool numbered = static_cast<int>(records.size()) == placement.local_size;
+  for (const std::string& record : records) {
+    auto [local_rank, rank] = parse_node_rank_record(record);
+    if (local_rank < 0 || local_rank >= static_cast<int>(ranks.size()) ||
+        seen[static_cast<size_t>(local_rank)]) {
+      numbered = false;
+      break;
+    }
+    seen[static_cast<size_t>(local_rank)] = true;
+    ranks[static_cast<size_t>(local_rank)] = std::move(rank);
+  }
+  if (numbered) placement.node_ranks = std::move(ranks);
   return placement;
 }
 
 int default_threads_per_rank(const comm::MpiCommunicator& world, const RankPlacement& placement) {
-  return threads_per_rank(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                          completed_placement(world, placement).local_size);
+  const bool placed = placement.local_rank >= 0 && placement.local_size >= 1;
+  return threads_for(placed ? placement : completed_placement(world, placement));
 }
 
 }  // namespace atl::runtime

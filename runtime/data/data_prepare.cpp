@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "runtime/data/html_text.h"
+#include "runtime/host/usable_cpus.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_training.h"
@@ -366,8 +367,7 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
                                 std::to_string(kMaxTrainedVocab) + "]; pick e.g. 8192");
   const bool trains = options.tokenizer_vocab > 0;
   std::unique_ptr<Tokenizer> tokenizer = trains ? nullptr : load_tokenizer(options.tokenizer);
-  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
-                                               : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = static_cast<unsigned>(options.threads > 0 ? options.threads : usable_cpus());
 
   // The text of each side: views into `bytes` (the inputs concatenated) or into `split`.
   std::string bytes;

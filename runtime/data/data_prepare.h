@@ -18,7 +18,7 @@ struct PrepareOptions {
   std::string out_dir;
   double val_fraction = 0.05;
   std::string tokenizer = "bytes";  // or a SentencePiece .model file
-  int threads = 0;                  // encoding (and converting) threads; 0: the cores
+  int threads = 0;                  // encoding (and converting) threads; 0: usable_cpus()
   // A file listing more inputs, one path a line (blank lines ignored; relative paths are relative to
   // the current directory), read after `inputs`; empty: none.
   std::string files_from;

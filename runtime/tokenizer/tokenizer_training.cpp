@@ -5,8 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
-#include <thread>
 #include <unordered_map>
+
+#include "runtime/host/usable_cpus.h"
 
 namespace atl::runtime {
 namespace fs = std::filesystem;
@@ -25,8 +26,7 @@ void train_tokenizer(const TokenizerTrainingOptions& options) {
                                   " is not a readable file; check the path");
     inputs += (inputs.empty() ? "" : ",") + input;
   }
-  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
-                                               : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = static_cast<unsigned>(options.threads > 0 ? options.threads : usable_cpus());
   const std::unordered_map<std::string, std::string> args = {
       {"input", inputs},
       {"model_type", "bpe"},

@@ -15,7 +15,7 @@ struct TokenizerTrainingOptions {
   std::vector<std::string> inputs;  // text files
   int vocab = 8192;
   std::string out = "tokenizer.model";
-  int threads = 0;  // 0: the cores
+  int threads = 0;  // 0: usable_cpus(), the CPUs this process may run on
   // Sentences (lines) sampled for training; SentencePiece's memory grows with them.
   int max_sentences = 2'000'000;
 };

@@ -169,6 +169,10 @@ expect_error stage_layers "parallel.stage_layers sums to 3 but model.layers = 1"
 expect_error interleaved_microbatches "parallel.microbatches = 1 is fewer than parallel.pp = 2" 2 train "$work/tiny.yaml" --set parallel.pp=2 --set parallel.dp=1 --set parallel.schedule=interleaved
 CUDA_VISIBLE_DEVICES="" expect_error device_cuda_without_gpu "run.device = cuda but (no CUDA device is visible to this rank|this atoll was built without the CUDA path)" \
   2 train "$work/tiny.yaml" --set run.device=cuda
+# A job that asked for a GPU and cannot give each rank one stops under run.device auto instead of
+# training on the CPU (here: no GPU, or the two ranks on one GPU, or a CPU build).
+CUDA_VISIBLE_DEVICES=0 expect_error device_auto_asked_for_gpu "run.device = auto and the job asked for GPUs \(CUDA_VISIBLE_DEVICES=0\), but (no CUDA device is visible to this rank|2 ranks on this node share 1 GPU|this atoll was built without the CUDA path)" \
+  2 train "$work/tiny.yaml"
 expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
 # A kernel lever set to true where it cannot apply: what the config rules out (the ZeRO stage), and

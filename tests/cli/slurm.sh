@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `atoll launch --slurm` under a real Slurm (tests/cli/slurm_cluster.sh: Debian's slurmctld, slurmd
 # and munge on this host, Slurm's default MpiDefault=none), each job submitted with sbatch as a user
-# would, through the job script users copy (examples/slurm/train.sbatch):
+# would, through the job script users copy (examples/slurm/train_cpu.sbatch):
 #   - 4 ranks of the tiny config with checkpoints, started by srun with the pmix plugin the launcher
 #     names: the same losses and the same checkpoint bytes as the job under mpirun;
 #   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
@@ -28,7 +28,7 @@ if ! start_slurm_cluster >"$work/cluster.log" 2>&1; then
 fi
 
 # sbatch_launch NAME SBATCH_ARGS... -- LAUNCH_ARGS...: the job script users copy,
-# examples/slurm/train.sbatch, as it stands: `atoll launch CONFIG --slurm LAUNCH_ARGS` (CONFIG:
+# examples/slurm/train_cpu.sbatch, as it stands: `atoll launch CONFIG --slurm LAUNCH_ARGS` (CONFIG:
 # $job_config, else tiny.yaml) into
 # $work/NAME (output $work/NAME.out); prints the job id.
 sbatch_launch() {
@@ -37,7 +37,7 @@ sbatch_launch() {
   while [[ $1 != -- ]]; do sbatch_args+=("$1"); shift; done
   shift
   ATOLL=$atoll sbatch --parsable "${sbatch_args[@]}" --chdir="$work" --output="$work/$name.out" \
-    "$examples/slurm/train.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
+    "$examples/slurm/train_cpu.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
 }
 
 wants() { [[ " ${SLURM_SCENARIOS:-parity preempt restart islands nopmix} " == *" $1 "* ]]; }

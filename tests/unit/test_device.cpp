@@ -1,103 +1,136 @@
 // run.device: which device a rank trains on, for every combination of what the config asks, what
-// the build has and how many GPUs the rank sees; and the datasheet peaks MFU is quoted against.
+// the build has, what the job asked for and which GPUs the node's ranks see (recorded environments:
+// every GPU visible to every rank, one per task under Slurm, a CUDA_VISIBLE_DEVICES per rank, none);
+// and the datasheet peaks MFU is quoted against.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include "runtime/device.h"
 #include "runtime/metrics/device_memory.h"
 #include "runtime/metrics/peak_flops.h"
+#include "runtime/startup.h"
 
 namespace atl::runtime {
 namespace {
 
-std::string error_of(DeviceKind kind, bool built, int devices) {
+// A rank on a node whose `local_size` ranks all see the same `visible` GPUs (the node's view not
+// gathered, as for a lone process), with nothing asked for in the environment.
+GpuEnvironment same_gpus(bool built, int visible, int local_rank, int local_size = 1) {
+  GpuEnvironment g;
+  g.cuda_built = built;
+  g.visible = visible;
+  g.local_rank = local_rank;
+  g.local_size = local_size;
+  return g;
+}
+
+// Rank `local_rank` of a node whose ranks see `node` (each its GPUs' identities), under `variables`.
+GpuEnvironment on_node(const std::vector<std::vector<std::string>>& node, int local_rank,
+                       const GpuVariables& variables = {}) {
+  GpuEnvironment g;
+  g.cuda_built = true;
+  g.visible = static_cast<int>(node[static_cast<size_t>(local_rank)].size());
+  g.variables = variables;
+  g.local_rank = local_rank;
+  g.local_size = static_cast<int>(node.size());
+  g.node_gpus = node;
+  return g;
+}
+
+std::string error_of(DeviceKind kind, const GpuEnvironment& gpus, bool share_gpu = false) {
   try {
-    choose_device(kind, built, devices, 0);
-  } catch (const ConfigError& e) {
+    choose_device(kind, gpus, share_gpu);
+  } catch (const StartupError& e) {
     return e.what();
   }
   return "";
 }
 
+const std::vector<std::string> kNode4 = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
+
 TEST(Device, CpuIsTheCpuWhateverTheMachineHas) {
   for (bool built : {false, true})
     for (int devices : {0, 8}) {
-      const DeviceChoice choice = choose_device(DeviceKind::kCpu, built, devices, 3);
+      GpuEnvironment g = same_gpus(built, devices, 3, 4);
+      g.variables.slurm_step_gpus = "0,1,2,3";  // asked for, and still the CPU: the config says so
+      const DeviceChoice choice = choose_device(DeviceKind::kCpu, g);
       EXPECT_EQ(choice.device, c10::Device(c10::kCPU));
       EXPECT_EQ(choice.note, "");  // said nothing: the user asked for it
     }
 }
 
 TEST(Device, AutoTakesTheLocalRanksGpuWhenThereIsOne) {
-  const DeviceChoice choice = choose_device(DeviceKind::kAuto, true, 8, 6, 8);
+  const DeviceChoice choice = choose_device(DeviceKind::kAuto, same_gpus(true, 8, 6, 8));
   EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 6));
   EXPECT_EQ(choice.note, "");
 }
 
 TEST(Device, AutoFallsBackToTheCpuWithOneLineSayingWhy) {
-  const DeviceChoice no_gpu = choose_device(DeviceKind::kAuto, true, 0, 0);
+  const DeviceChoice no_gpu = choose_device(DeviceKind::kAuto, same_gpus(true, 0, 0));
   EXPECT_EQ(no_gpu.device, c10::Device(c10::kCPU));
   EXPECT_EQ(no_gpu.note,
             "device: run.device auto: no CUDA device is visible to this rank; training on the CPU");
-  const DeviceChoice no_build = choose_device(DeviceKind::kAuto, false, 8, 0);
+  const DeviceChoice no_build = choose_device(DeviceKind::kAuto, same_gpus(false, 8, 0));
   EXPECT_EQ(no_build.device, c10::Device(c10::kCPU));
   EXPECT_EQ(no_build.note,
             "device: run.device auto: this atoll was built without the CUDA path; training on the CPU");
+  // CUDA_VISIBLE_DEVICES that hides every GPU asks for none.
+  for (const std::string hidden : {"", "-1", "NoDevFiles"}) {
+    GpuEnvironment g = same_gpus(true, 0, 0);
+    g.variables.cuda_visible_devices = hidden;
+    EXPECT_EQ(choose_device(DeviceKind::kAuto, g).device, c10::Device(c10::kCPU)) << hidden;
+  }
 }
 
 TEST(Device, CudaTakesTheLocalRanksGpu) {
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 5, 8).device, c10::Device(c10::kCUDA, 5));
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 8, 1, 2).device, c10::Device(c10::kCUDA, 1));
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 2, -1).device,
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 8, 5, 8)).device, c10::Device(c10::kCUDA, 5));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 8, 1, 2)).device, c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 2, -1)).device,
             c10::Device(c10::kCUDA, 0));  // unknown local rank
 }
 
 TEST(Device, MoreRanksThanGpusOnANodeIsTheCpuForAutoAndAnErrorForCuda) {
-  const DeviceChoice shared = choose_device(DeviceKind::kAuto, true, 1, 1, 2);
+  const DeviceChoice shared = choose_device(DeviceKind::kAuto, same_gpus(true, 1, 1, 2));
   EXPECT_EQ(shared.device, c10::Device(c10::kCPU));
   EXPECT_EQ(
       shared.note,
       "device: run.device auto: 2 ranks on this node share 1 GPU and NCCL needs a GPU per rank; training on "
       "the CPU");
-  try {
-    choose_device(DeviceKind::kCuda, true, 2, 0, 4);
-    FAIL() << "4 ranks on 2 GPUs were accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(
-        std::string(e.what()),
-        "config: run.device = cuda but 4 ranks on this node share 2 GPUs and NCCL needs a GPU per rank; "
-        "launch at most 2 ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or "
-        "set run.device: cpu");
-  }
+  EXPECT_EQ(
+      error_of(DeviceKind::kCuda, same_gpus(true, 2, 0, 4)),
+      "run.device = cuda but 4 ranks on this node share 2 GPUs and NCCL needs a GPU per rank; launch at "
+      "most 2 ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or set "
+      "run.device: cpu");
 }
 
 TEST(Device, ShareGpuLetsMoreRanksThanGpusOntoThemRoundRobinAndSaysSo) {
   for (DeviceKind kind : {DeviceKind::kCuda, DeviceKind::kAuto}) {
-    const DeviceChoice third = choose_device(kind, true, 2, 2, 4, /*share_gpu=*/true);
+    const DeviceChoice third = choose_device(kind, same_gpus(true, 2, 2, 4), /*share_gpu=*/true);
     EXPECT_EQ(third.device, c10::Device(c10::kCUDA, 0));
     EXPECT_TRUE(third.shares_gpu);
-    EXPECT_EQ(choose_device(kind, true, 2, 3, 4, true).device, c10::Device(c10::kCUDA, 1));
+    EXPECT_EQ(choose_device(kind, same_gpus(true, 2, 3, 4), true).device, c10::Device(c10::kCUDA, 1));
     EXPECT_EQ(third.note,
               "device: run.share_gpu: 4 ranks on this node share 2 GPUs; each rank has its own NCCL host id "
               "(NCCL_HOSTID), so NCCL joins them over its socket transport: real NCCL, for tests, not for "
               "speed");
   }
   // Asked for but not needed (a GPU per rank): nothing shared, nothing said.
-  const DeviceChoice own = choose_device(DeviceKind::kCuda, true, 4, 3, 4, true);
+  const DeviceChoice own = choose_device(DeviceKind::kCuda, same_gpus(true, 4, 3, 4), true);
   EXPECT_EQ(own.device, c10::Device(c10::kCUDA, 3));
   EXPECT_FALSE(own.shares_gpu);
   EXPECT_EQ(own.note, "");
   // It shares GPUs, it does not make them: no GPU is still the CPU for auto and an error for cuda.
-  EXPECT_EQ(choose_device(DeviceKind::kAuto, true, 0, 0, 2, true).device, c10::Device(c10::kCPU));
-  EXPECT_FALSE(choose_device(DeviceKind::kAuto, true, 0, 0, 2, true).shares_gpu);
-  EXPECT_THROW(choose_device(DeviceKind::kCuda, true, 0, 0, 2, true), ConfigError);
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, same_gpus(true, 0, 0, 2), true).device, c10::Device(c10::kCPU));
+  EXPECT_FALSE(choose_device(DeviceKind::kAuto, same_gpus(true, 0, 0, 2), true).shares_gpu);
+  EXPECT_THROW(choose_device(DeviceKind::kCuda, same_gpus(true, 0, 0, 2), true), StartupError);
 }
 
 TEST(Device, IslandsOfOneRankShareAGpuWithoutHostIdsAndSaySoInOneLine) {
   // 4 islands of one rank on one GPU: every group on the GPU has one member, so no share_gpu is needed.
   for (DeviceKind kind : {DeviceKind::kCuda, DeviceKind::kAuto})
     for (bool share_gpu : {false, true}) {
-      const DeviceChoice third = choose_device(kind, true, 1, 2, 4, share_gpu, /*one_rank_islands=*/true);
+      const DeviceChoice third =
+          choose_device(kind, same_gpus(true, 1, 2, 4), share_gpu, /*one_rank_islands=*/true);
       EXPECT_EQ(third.device, c10::Device(c10::kCUDA, 0));
       EXPECT_FALSE(third.shares_gpu);  // no NCCL host id of its own: no NCCL group spans two ranks
       EXPECT_EQ(
@@ -106,23 +139,158 @@ TEST(Device, IslandsOfOneRankShareAGpuWithoutHostIdsAndSaySoInOneLine) {
           "has one member (no NCCL communicator is made) and the islands exchange over MPI on the host");
     }
   // Round robin over the GPUs there are; a GPU per rank says nothing.
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 2, 3, 4, false, true).device, c10::Device(c10::kCUDA, 1));
-  EXPECT_EQ(choose_device(DeviceKind::kCuda, true, 4, 3, 4, false, true).note, "");
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 2, 3, 4), false, true).device,
+            c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 4, 3, 4), false, true).note, "");
   // It needs a GPU all the same, and islands of several ranks still need one per rank.
-  EXPECT_THROW(choose_device(DeviceKind::kCuda, true, 0, 0, 4, false, true), ConfigError);
-  EXPECT_THROW(choose_device(DeviceKind::kCuda, false, 1, 0, 4, false, true), ConfigError);
-  EXPECT_THROW(choose_device(DeviceKind::kCuda, true, 1, 0, 4, false, false), ConfigError);
+  EXPECT_THROW(choose_device(DeviceKind::kCuda, same_gpus(true, 0, 0, 4), false, true), StartupError);
+  EXPECT_THROW(choose_device(DeviceKind::kCuda, same_gpus(false, 1, 0, 4), false, true), StartupError);
+  EXPECT_THROW(choose_device(DeviceKind::kCuda, same_gpus(true, 1, 0, 4), false, false), StartupError);
 }
 
-TEST(Device, CudaWithoutAGpuOrTheCudaPathIsOneConfigLineWithTheFix) {
+// The rank's own finding (another rank may see otherwise), so a StartupError the failing rank says.
+TEST(Device, CudaWithoutAGpuOrTheCudaPathIsOneLineWithTheFix) {
   EXPECT_EQ(
-      error_of(DeviceKind::kCuda, true, 0),
-      "config: run.device = cuda but no CUDA device is visible to this rank (torch sees 0; check nvidia-smi "
-      "and CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train on the CPU");
+      error_of(DeviceKind::kCuda, same_gpus(true, 0, 0)),
+      "run.device = cuda but no CUDA device is visible to this rank (torch sees 0; check nvidia-smi and "
+      "CUDA_VISIBLE_DEVICES); set run.device: auto or cpu to train on the CPU");
   EXPECT_EQ(
-      error_of(DeviceKind::kCuda, false, 8),
-      "config: run.device = cuda but this atoll was built without the CUDA path (-DATOLL_WITH_CUDA=OFF or a "
-      "CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set run.device: cpu");
+      error_of(DeviceKind::kCuda, same_gpus(false, 8, 0)),
+      "run.device = cuda but this atoll was built without the CUDA path (-DATOLL_WITH_CUDA=OFF or a CPU "
+      "LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set run.device: cpu");
+}
+
+// sbatch --gpus-per-node=4 --ntasks-per-node=4 (or --gres=gpu:4): every task sees the node's four GPUs,
+// and local rank r takes the r-th.
+TEST(DeviceBinding, EveryRankSeesEveryGpuAndTakesTheOneAtItsLocalRank) {
+  const GpuVariables slurm{"0,1,2,3", "0,1,2,3", "0,1,2,3"};
+  for (int r = 0; r < 4; ++r)
+    for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
+      const DeviceChoice choice = choose_device(kind, on_node({kNode4, kNode4, kNode4, kNode4}, r, slurm));
+      EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, r));
+      EXPECT_FALSE(choice.shares_gpu);
+      EXPECT_EQ(choice.note, "");
+    }
+}
+
+// --gpus-per-task=1 or --gpu-bind=single:1 with Slurm's device cgroup: each task sees one GPU, device
+// 0 to it (CUDA_VISIBLE_DEVICES=0 in every task), a different one in each (SLURM_STEP_GPUS, the UUIDs).
+// Four ranks and one GPU each is a GPU per rank, not four ranks on one GPU.
+TEST(DeviceBinding, OneGpuPerTaskIsDeviceZeroOfWhatEachRankSees) {
+  const std::vector<std::vector<std::string>> by_uuid = {{"GPU-a"}, {"GPU-b"}, {"GPU-c"}, {"GPU-d"}};
+  std::vector<std::vector<std::string>> by_slurm;  // without UUIDs: Slurm's node-wide index
+  for (int r = 0; r < 4; ++r)
+    by_slurm.push_back(gpu_identities({}, 1, GpuVariables{"0", std::to_string(r), "0,1,2,3"}));
+  EXPECT_EQ(by_slurm, (std::vector<std::vector<std::string>>{{"0"}, {"1"}, {"2"}, {"3"}}));
+  for (const auto& node : {by_uuid, by_slurm})
+    for (int r = 0; r < 4; ++r)
+      for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
+        const GpuVariables task{"0", std::to_string(r), "0,1,2,3"};
+        const DeviceChoice choice = choose_device(kind, on_node(node, r, task));
+        EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 0)) << r;
+        EXPECT_FALSE(choice.shares_gpu);
+        EXPECT_EQ(choice.note, "");
+      }
+  // Without what the other ranks see, one GPU among four ranks reads as four ranks sharing it.
+  EXPECT_EQ(error_of(DeviceKind::kAuto,
+                     [] {
+                       GpuEnvironment g = same_gpus(true, 1, 2, 4);
+                       g.variables = {"0", "2", "0,1,2,3"};
+                       return g;
+                     }()),
+            "run.device = auto and the job asked for GPUs (SLURM_STEP_GPUS=2, SLURM_JOB_GPUS=0,1,2,3, "
+            "CUDA_VISIBLE_DEVICES=0), but 4 ranks on this node share 1 GPU and NCCL needs a GPU per rank; "
+            "launch at most 1 rank per node, set run.share_gpu: true (for tests: slower NCCL over sockets), "
+            "or set run.device: cpu");
+}
+
+// mpirun with a wrapper that gives each rank CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK; and a
+// list shared by the ranks (CUDA_VISIBLE_DEVICES=2,3 mpirun -np 2): rank r takes its r-th entry.
+TEST(DeviceBinding, ACudaVisibleDevicesListPerRankOrSharedByTheRanks) {
+  std::vector<std::vector<std::string>> own;
+  for (int r = 0; r < 4; ++r) own.push_back(gpu_identities({}, 1, GpuVariables{std::to_string(r), "", ""}));
+  for (int r = 0; r < 4; ++r) {
+    const DeviceChoice choice =
+        choose_device(DeviceKind::kAuto, on_node(own, r, {std::to_string(r), "", ""}));
+    EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 0));
+    EXPECT_FALSE(choice.shares_gpu);
+  }
+  const std::vector<std::string> two = gpu_identities({}, 2, GpuVariables{"2,3", "", ""});
+  EXPECT_EQ(two, (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, on_node({two, two}, 1, {"2,3", "", ""})).device,
+            c10::Device(c10::kCUDA, 1));
+}
+
+// --gpu-bind=closest on two sockets: ranks 0-3 see the first socket's four GPUs, 4-7 the second's.
+TEST(DeviceBinding, RanksSeeingGroupsOfGpusSplitEachGroup) {
+  const std::vector<std::string> first = kNode4, second = {"GPU-e", "GPU-f", "GPU-g", "GPU-h"};
+  const std::vector<std::vector<std::string>> node = {first,  first,  first,  first,
+                                                      second, second, second, second};
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, on_node(node, 2)).device, c10::Device(c10::kCUDA, 2));
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, on_node(node, 5)).device, c10::Device(c10::kCUDA, 1));
+  EXPECT_FALSE(choose_device(DeviceKind::kCuda, on_node(node, 7)).shares_gpu);
+}
+
+// --gres=gpu:1 --ntasks-per-node=4: the ranks see one and the same GPU. A job that asked for GPUs
+// stops with one line (auto would otherwise train on the CPU unnoticed); run.share_gpu lets it on.
+TEST(DeviceBinding, RanksThatReallyShareOneGpu) {
+  const std::vector<std::vector<std::string>> node = {{"GPU-a"}, {"GPU-a"}, {"GPU-a"}, {"GPU-a"}};
+  const GpuVariables slurm{"0", "0", "0"};
+  EXPECT_EQ(error_of(DeviceKind::kAuto, on_node(node, 0, slurm)),
+            "run.device = auto and the job asked for GPUs (SLURM_STEP_GPUS=0, SLURM_JOB_GPUS=0, "
+            "CUDA_VISIBLE_DEVICES=0), but 4 ranks on this node share 1 GPU and NCCL needs a GPU per rank; "
+            "launch at most 1 rank per node, set run.share_gpu: true (for tests: slower NCCL over sockets), "
+            "or set run.device: cpu");
+  const DeviceChoice shared = choose_device(DeviceKind::kAuto, on_node(node, 3, slurm), /*share_gpu=*/true);
+  EXPECT_EQ(shared.device, c10::Device(c10::kCUDA, 0));
+  EXPECT_TRUE(shared.shares_gpu);
+  // Nothing asked for (a workstation's one GPU under mpirun -np 4): the CPU, with the note.
+  EXPECT_EQ(
+      choose_device(DeviceKind::kAuto, on_node(node, 1)).note,
+      "device: run.device auto: 4 ranks on this node share 1 GPU and NCCL needs a GPU per rank; training "
+      "on the CPU");
+}
+
+// A job that asked for GPUs and finds none stops, naming both, instead of training on the CPU.
+TEST(DeviceBinding, AskedForGpusAndFoundNoneIsAnErrorNamingBoth) {
+  GpuEnvironment none = same_gpus(true, 0, 0, 2);
+  none.variables.slurm_job_gpus = "0,1";
+  EXPECT_EQ(
+      error_of(DeviceKind::kAuto, none),
+      "run.device = auto and the job asked for GPUs (SLURM_JOB_GPUS=0,1), but no CUDA device is visible to "
+      "this rank (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES); set run.device: cpu to train on "
+      "the CPU");
+  GpuEnvironment unbuilt = same_gpus(false, 1, 0);
+  unbuilt.variables.cuda_visible_devices = "GPU-5a1c2f3e-0000-1111-2222-333344445555";
+  EXPECT_EQ(
+      error_of(DeviceKind::kAuto, unbuilt),
+      "run.device = auto and the job asked for GPUs "
+      "(CUDA_VISIBLE_DEVICES=GPU-5a1c2f3e-0000-1111-2222-333344445555), but this atoll was built without "
+      "the CUDA path (-DATOLL_WITH_CUDA=OFF or a CPU LibTorch); rebuild with -DATOLL_WITH_CUDA=ON or set "
+      "run.device: cpu");
+  GpuEnvironment listed = same_gpus(true, 0, 0);
+  listed.variables.cuda_visible_devices = "0";
+  EXPECT_NE(error_of(DeviceKind::kAuto, listed).find("asked for GPUs (CUDA_VISIBLE_DEVICES=0)"),
+            std::string::npos);
+}
+
+TEST(GpuIdentities, UuidsThenSlurmsIndicesThenCudaVisibleDevicesThenPositions) {
+  const GpuVariables variables{"1,0", "4,5", ""};
+  EXPECT_EQ(gpu_identities({"GPU-x", "GPU-y"}, 2, variables), (std::vector<std::string>{"GPU-x", "GPU-y"}));
+  EXPECT_EQ(gpu_identities({}, 2, variables), (std::vector<std::string>{"4", "5"}));
+  EXPECT_EQ(gpu_identities({}, 2, GpuVariables{"1,0", "", ""}), (std::vector<std::string>{"1", "0"}));
+  EXPECT_EQ(gpu_identities({}, 3, variables), (std::vector<std::string>{"#0", "#1", "#2"}));
+  EXPECT_EQ(gpu_identities({"GPU-x"}, 0, variables), std::vector<std::string>{});
+}
+
+// A node view that does not fit this rank (another count of ranks or of devices) is not used.
+TEST(DeviceBinding, ANodeViewThatDoesNotFitIsSetAside) {
+  GpuEnvironment g = on_node({{"GPU-a"}, {"GPU-b"}}, 1);
+  g.local_size = 4;  // the launcher counts 4 ranks on the node, the gather 2
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, g).device, c10::Device(c10::kCPU));  // 4 ranks, 1 GPU
+  g = on_node({{"GPU-a"}, {"GPU-b"}}, 1);
+  g.visible = 2;  // torch counts otherwise than the gather did
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, g).device, c10::Device(c10::kCUDA, 1));  // as if all saw 2
 }
 
 TEST(Device, ConfigSpellsTheThreeChoices) {

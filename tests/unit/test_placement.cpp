@@ -1,9 +1,13 @@
-// Rank placement from the launcher's environment (runtime/placement.h), over a fake environment.
+// Rank placement from the launcher's environment (runtime/placement.h), over a fake environment, and
+// the threads a rank takes from the CPUs it may use.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <map>
 #include <string>
+#include <thread>
 
+#include "runtime/host/usable_cpus.h"
 #include "runtime/placement.h"
 
 namespace atl::runtime {
@@ -127,6 +131,73 @@ TEST(Placement, MalformedSlurmTasksPerNodeIsUnknown) {
   EXPECT_EQ(placement_from_environment(fake(bad_local)).source, "Slurm");
   EXPECT_EQ(placement_from_environment(fake(bad_local)).local_rank, -1);
   EXPECT_EQ(placement_from_environment(fake(bad_local)).local_size, 4);
+}
+
+TEST(Placement, GpuVariablesWhicheverLauncher) {
+  const Variables slurm = {{"SLURM_LOCALID", "1"},
+                           {"CUDA_VISIBLE_DEVICES", "0"},
+                           {"SLURM_STEP_GPUS", "5"},
+                           {"SLURM_JOB_GPUS", "4,5,6,7"}};
+  const GpuVariables gpus = placement_from_environment(fake(slurm)).gpu_variables;
+  EXPECT_EQ(gpus.cuda_visible_devices, "0");
+  EXPECT_EQ(gpus.slurm_step_gpus, "5");
+  EXPECT_EQ(gpus.slurm_job_gpus, "4,5,6,7");
+  const Variables bare = {{"CUDA_VISIBLE_DEVICES", "2,3"}};
+  EXPECT_EQ(placement_from_environment(fake(bare)).gpu_variables.cuda_visible_devices, "2,3");
+  EXPECT_EQ(placement_from_environment(fake(bare)).gpu_variables.slurm_step_gpus, "");
+}
+
+// The ranks a rank's threads compete with: those that may run on one of its CPUs.
+TEST(Placement, RanksSharingCpus) {
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<NodeRank> unbound = {
+      {all, {}}, {all, {}}, {all, {}}, {all, {}}};  // mpirun --bind-to none
+  EXPECT_EQ(ranks_sharing_cpus(unbound, 2), 4);
+  const std::vector<NodeRank> bound = {
+      {{0, 1}, {}}, {{2, 3}, {}}, {{4, 5}, {}}, {{6, 7}, {}}};  // Slurm's binding
+  EXPECT_EQ(ranks_sharing_cpus(bound, 2), 1);
+  const std::vector<NodeRank> halves = {
+      {{0, 1, 2, 3}, {}}, {{0, 1, 2, 3}, {}}, {{3, 4}, {}}, {{5, 6, 7}, {}}};
+  EXPECT_EQ(ranks_sharing_cpus(halves, 0), 3);
+  EXPECT_EQ(ranks_sharing_cpus(halves, 3), 1);
+  EXPECT_EQ(ranks_sharing_cpus({}, 0), 1);
+  EXPECT_EQ(ranks_sharing_cpus(bound, 4), 1);
+  RankPlacement placement;
+  placement.local_rank = 1;
+  placement.local_size = 4;
+  placement.node_ranks = unbound;
+  EXPECT_EQ(threads_for(placement), 2);  // 8 CPUs over 4 ranks
+  placement.node_ranks = bound;
+  EXPECT_EQ(threads_for(placement), 2);  // its own 2 CPUs, not 2 / 4
+  placement.node_ranks = halves;
+  placement.local_rank = 3;
+  EXPECT_EQ(threads_for(placement), 3);
+}
+
+// Under `taskset -c C` (here: this thread's affinity set to one CPU) a rank takes one thread, not the
+// machine's count; restored after.
+TEST(Placement, ThreadsFollowTheCpuAffinityNotTheMachine) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one CPU: affinity and machine agree";
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  const std::vector<int> cpus = usable_cpu_ids();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_EQ(static_cast<int>(cpus.size()), CPU_COUNT(&before));
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus.back(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const std::vector<int> pinned = usable_cpu_ids();
+  RankPlacement lone;  // one rank, the node not gathered
+  lone.local_rank = 0;
+  lone.local_size = 1;
+  const int threads = threads_for(lone);
+  const int usable = usable_cpus();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);
+  EXPECT_EQ(pinned, std::vector<int>{cpus.back()});
+  EXPECT_EQ(usable, 1);
+  EXPECT_EQ(threads, 1);
+  EXPECT_EQ(usable_cpu_ids(), cpus);  // restored
 }
 
 TEST(Placement, ThreadsPerRank) {
