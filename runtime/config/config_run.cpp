@@ -13,10 +13,13 @@ std::vector<Field> run_fields() {
           "Seeds the initial weights, the data order and the samples; a seed and a layout repeat a run bit "
           "for bit.",
           at_least(0)),
-      run("threads", &RunConfig::threads, "Intra-op threads per rank; 0: the node's cores over its ranks.",
+      run("threads", &RunConfig::threads,
+          "Intra-op threads per rank; 0: the CPUs the rank may use (its affinity) over the ranks sharing "
+          "them.",
           at_least(0)),
       run("device", &RunConfig::device,
-          "Where tensors live; auto: CUDA when a GPU is visible, else the CPU."),
+          "Where tensors live; auto: CUDA when each rank on the node has a GPU, else the CPU (an error "
+          "when the job asked for GPUs: Slurm's GPU variables or CUDA_VISIBLE_DEVICES)."),
       run("share_gpu", &RunConfig::share_gpu,
           "Lets ranks of a node share one GPU (tests on a one-GPU machine): each gets a NCCL "
           "host id of its own."),
