@@ -339,11 +339,9 @@ std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, c
 // spread over these.
 constexpr int kTokenizerTrainingThreads = 8;
 
-}  // namespace
-
-PrepareResult prepare_shards(const PrepareOptions& options) {
-  const std::vector<Input> inputs = inputs_of(options);
-  if (inputs.empty())
+// The options' own problems, before any input is read: one line naming the option and the fix.
+void check_options(const PrepareOptions& options, size_t inputs) {
+  if (inputs == 0)
     throw std::invalid_argument(
         "data prepare: no input files; pass one or more text files or --files-from LIST");
   if (options.out_dir.empty())
@@ -365,6 +363,34 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
     throw std::invalid_argument("data prepare: --tokenizer-vocab " + std::to_string(options.tokenizer_vocab) +
                                 " is outside [" + std::to_string(kMinTrainedVocab) + ", " +
                                 std::to_string(kMaxTrainedVocab) + "]; pick e.g. 8192");
+}
+
+// Trains options.tokenizer_vocab pieces on `train_text` (in the file `train_text_path`) into `out`.
+void train_tokenizer_for(const PrepareOptions& options, const std::string& train_text_path,
+                         std::string_view train_text, const std::string& out) {
+  TokenizerTrainingOptions training;
+  training.inputs = {train_text_path};
+  training.vocab = options.tokenizer_vocab;
+  training.out = out;
+  training.threads = kTokenizerTrainingThreads;
+  try {
+    train_tokenizer(training);
+  } catch (const std::runtime_error& e) {
+    // SentencePiece's refusal (e.g. more pieces than the text allows) is bad input; a file that
+    // cannot be written is not.
+    if (std::string_view(e.what()).find("SentencePiece failed") == std::string_view::npos) throw;
+    throw std::invalid_argument("data prepare: training a tokenizer of " +
+                                std::to_string(options.tokenizer_vocab) + " pieces on " +
+                                std::to_string(train_text.size()) + " bytes of text failed (" + e.what() +
+                                "); lower --tokenizer-vocab or add text");
+  }
+}
+
+}  // namespace
+
+PrepareResult prepare_shards(const PrepareOptions& options) {
+  const std::vector<Input> inputs = inputs_of(options);
+  check_options(options, inputs.size());
   const bool trains = options.tokenizer_vocab > 0;
   std::unique_ptr<Tokenizer> tokenizer = trains ? nullptr : load_tokenizer(options.tokenizer);
   const unsigned threads = static_cast<unsigned>(options.threads > 0 ? options.threads : usable_cpus());
@@ -404,24 +430,10 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
     result.val_text_path = outputs.write("val.txt", val_text);
   }
   if (trains) {
-    TokenizerTrainingOptions training;
-    training.inputs = {result.train_text_path};
-    training.vocab = options.tokenizer_vocab;
-    training.out = outputs.add("tokenizer.model");
-    training.threads = kTokenizerTrainingThreads;
-    try {
-      train_tokenizer(training);
-    } catch (const std::runtime_error& e) {
-      // SentencePiece's refusal (e.g. more pieces than the text allows) is bad input; a file that
-      // cannot be written is not.
-      if (std::string_view(e.what()).find("SentencePiece failed") == std::string_view::npos) throw;
-      throw std::invalid_argument("data prepare: training a tokenizer of " +
-                                  std::to_string(options.tokenizer_vocab) + " pieces on " +
-                                  std::to_string(train_text.size()) + " bytes of text failed (" + e.what() +
-                                  "); lower --tokenizer-vocab or add text");
-    }
-    tokenizer = load_tokenizer(training.out);
-    result.tokenizer_path = training.out;
+    const std::string out = outputs.add("tokenizer.model");
+    train_tokenizer_for(options, result.train_text_path, train_text, out);
+    tokenizer = load_tokenizer(out);
+    result.tokenizer_path = out;
   }
   std::atomic<int64_t> done{0};
   const std::vector<uint32_t> train = encode(*tokenizer, train_text, threads, done, total, options.progress);

@@ -528,7 +528,7 @@ TEST_F(PrepareDocuments, RejectsBadInputWithOneLineAndWritesNothing) {
 // one line on stderr and exit 2, nothing written; the switches take no value.
 TEST_F(PrepareDocuments, CommandRejectsBadFlagsWithOneLineExit2AndWritesNothing) {
   const fs::path atoll = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "bin" / "atoll";
-  if (!fs::exists(atoll)) GTEST_SKIP() << atoll << " is not built";
+  ASSERT_TRUE(fs::exists(atoll)) << atoll << " is not built: build the atoll target with the tests";
   const std::string text = write_file("text.txt", "some text");
   const std::string out = path("out");
   // Runs `atoll data prepare --out OUT FLAGS...`; returns the exit code and what it wrote to stderr.
