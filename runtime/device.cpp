@@ -142,6 +142,8 @@ DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, boo
   DeviceChoice choice{c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(binding.index)), ""};
   const std::string ranks = std::to_string(std::max(1, gpus.local_size)) + " ranks on this node share " +
                             plural(binding.gpus, "GPU");
+  choice.gpu_shared = binding.shared;
+  choice.gpus = binding.gpus;
   if (binding.shared && one_rank_islands) {
     // No NCCL group spans two ranks, so none needs a host id of its own: no socket transport either.
     choice.note = "device: " + ranks +

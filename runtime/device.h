@@ -18,6 +18,10 @@ struct DeviceChoice {
   // Said once at start-up by rank 0 when auto fell back to the CPU, or when ranks share GPUs (else empty).
   std::string note;
   bool shares_gpu = false;  // ranks on this node share GPUs, allowed by run.share_gpu
+  // Ranks on this node share GPUs (run.share_gpu, or islands of one rank each): the first rank on
+  // each GPU (local rank < `gpus`) measures its peak alone.
+  bool gpu_shared = false;
+  int gpus = 0;  // the GPUs the node's ranks share, when gpu_shared
 };
 
 // What a rank finds out about GPUs at start-up, recorded: choose_device decides from this alone.

@@ -1,7 +1,11 @@
 #include "runtime/fault_hooks.h"
 
+#include <chrono>
+#include <csignal>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace atl::runtime {
 namespace {
@@ -53,6 +57,17 @@ FaultHooks FaultHooks::parse(const std::string& text) {
     }
   }
   return hooks;
+}
+
+void FaultHooks::act_before_step(int64_t step, int rank) const {
+  if (skip_collective(step, rank)) {
+    std::cerr << "atoll: fault hook: rank " << rank << " skips the collectives of step " << step << std::endl;
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (step == sigkill_step) {
+    std::cerr << "atoll: fault hook: rank " << rank << " dies (SIGKILL) at step " << step << std::endl;
+    std::raise(SIGKILL);
+  }
 }
 
 }  // namespace atl::runtime

@@ -42,6 +42,15 @@ struct FaultHooks {
   bool skip_collective(int64_t step, int rank) const {
     return step == skip_collective_step && rank == skip_collective_rank;
   }
+  // Whether `rank` of `world_size` poisons its loss in `step`: nan_gradient's rank, or where it
+  // names none (-1) the last rank, which is on a last stage where the loss is.
+  bool poisons_loss(int64_t step, int rank, int world_size) const {
+    const int hooked = nan_gradient_rank >= 0 ? nan_gradient_rank : world_size - 1;
+    return nan_gradient(step, hooked) && rank == hooked;
+  }
+  // At the start of step `step` on `rank`: skip_collective stops here and never issues a collective
+  // again (until the watchdog ends the job), sigkill dies as a machine that loses power.
+  void act_before_step(int64_t step, int rank) const;
 };
 
 }  // namespace atl::runtime

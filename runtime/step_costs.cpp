@@ -44,11 +44,10 @@ void gather_stage_stats(comm::Communicator& pp_group, const parallel::pipeline::
 
 }  // namespace
 
-double agreed_peak_flops(const ParallelLayout& layout, const RankPlacement& placement,
-                         comm::Communicator& world) {
-  const int gpus = layout.device.is_cuda() ? visible_cuda_devices() : 0;
-  const bool gpu_shared = gpus > 0 && placement.local_size > gpus;
-  const bool measures = !gpu_shared || placement.local_rank < gpus;
+double agreed_peak_flops(const ParallelLayout& layout, const DeviceChoice& device,
+                         const RankPlacement& placement, comm::Communicator& world) {
+  const bool gpu_shared = layout.device.is_cuda() && device.gpu_shared;
+  const bool measures = !gpu_shared || placement.local_rank < device.gpus;
   at::Tensor peak =
       at::full({1}, measures ? measure_matmul_peak_flops(layout.compute_dtype, layout.device) : 0.0,
                at::TensorOptions().dtype(at::kDouble));

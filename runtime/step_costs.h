@@ -8,6 +8,7 @@
 
 #include "parallel/pipeline/executor.h"
 #include "runtime/config/config.h"
+#include "runtime/device.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/parallelize.h"
 #include "runtime/placement.h"
@@ -18,8 +19,8 @@ namespace atl::runtime {
 // every rank at once (as they will compute at once) and averaged over dp. Ranks sharing a GPU (more
 // on the node than GPUs) would each measure a fraction of it: one rank per GPU measures alone, and
 // every rank takes the largest peak (over `world`). Collective.
-double agreed_peak_flops(const ParallelLayout& layout, const RankPlacement& placement,
-                         comm::Communicator& world);
+double agreed_peak_flops(const ParallelLayout& layout, const DeviceChoice& device,
+                         const RankPlacement& placement, comm::Communicator& world);
 
 class StepCostMeter {
  public:

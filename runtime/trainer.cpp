@@ -5,10 +5,7 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
-#include <iostream>
 #include <optional>
-#include <thread>
 
 #include "comm/flight_recorder.h"
 #include "comm/mpi_communicator.h"
@@ -141,7 +138,7 @@ struct Trainer::State {
     const std::optional<double> measured =
         config.run.mfu_peak_tflops > 0
             ? std::nullopt
-            : std::optional<double>(agreed_peak_flops(layout, placement, *control));
+            : std::optional<double>(agreed_peak_flops(layout, device, placement, *control));
     peak_flops = measured.value_or(config.run.mfu_peak_tflops * 1e12);
     log->open(world.rank() == 0, training_flops_per_token(config.model), peak_flops, world.size());
     if (device.device.is_cuda())
@@ -152,28 +149,6 @@ struct Trainer::State {
                          world.size()));
     log->summary(world.size(), data.train->num_sequences(),
                  mesh().rank_table(world, {placement.local_rank, placement.local_size, device.device.str()}));
-  }
-
-  // The rank whose backward the nan_gradient hook poisons: the last rank is on a last stage.
-  bool poisons_loss(int64_t step_number) const {
-    const FaultHooks& f = hooks.faults;
-    const int hooked = f.nan_gradient_rank >= 0 ? f.nan_gradient_rank : mesh().shape().world_size() - 1;
-    return f.nan_gradient(step_number, hooked) && mesh().rank() == hooked;
-  }
-
-  // The failure tests' hooks at the start of a step: a rank that stops issuing collectives (until
-  // the watchdog ends the job), or every rank dying as a machine that loses power.
-  void act_on_fault_hooks() const {
-    const int rank = mesh().rank();
-    if (hooks.faults.skip_collective(step + 1, rank)) {
-      std::cerr << "atoll: fault hook: rank " << rank << " skips the collectives of step " << step + 1
-                << std::endl;
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-    if (step + 1 == hooks.faults.sigkill_step) {
-      std::cerr << "atoll: fault hook: rank " << rank << " dies (SIGKILL) at step " << step + 1 << std::endl;
-      std::raise(SIGKILL);
-    }
   }
 
   // Tied embeddings across the first and last stage: each holds a copy, kept equal by summing their
@@ -241,12 +216,13 @@ StepMetrics Trainer::train_step() {
   const Config& c = s.config;
   ParallelLayout& l = s.layout;
   StepCostMeter costs(l);
-  s.act_on_fault_hooks();
+  s.hooks.faults.act_before_step(s.step + 1, s.mesh().rank());
   l.data_parallel->start_step(c.parallel.microbatches);
   const at::Tensor local_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(l.device));
   std::optional<AllocationPeak> activations(l.device);
-  const pipe::PipelineRunStats pipeline_stats =
-      s.passes->train(s.step, local_loss, s.poisons_loss(s.step + 1));
+  const pipe::PipelineRunStats pipeline_stats = s.passes->train(
+      s.step, local_loss,
+      s.hooks.faults.poisons_loss(s.step + 1, s.mesh().rank(), s.mesh().shape().world_size()));
   const int64_t activation_bytes = activations->peak_bytes();
   activations.reset();
   l.data_parallel->finish();
