@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 namespace atl::checkpoint {
 
@@ -14,7 +14,7 @@ namespace atl::checkpoint {
 // Names and keys from a damaged file may hold line breaks: they are written as \n (one_line.h).
 class CheckpointError : public std::runtime_error {
  public:
-  explicit CheckpointError(const std::string& what) : std::runtime_error(runtime::one_line(what)) {}
+  explicit CheckpointError(const std::string& what) : std::runtime_error(text::one_line(what)) {}
 };
 
 }  // namespace atl::checkpoint

@@ -20,7 +20,7 @@
 #include "checkpoint/fault_injection.h"
 #include "checkpoint/manifest.pb.h"
 #include "comm/mpi_communicator.h"
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 namespace atl::checkpoint {
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <sstream>
 
+#include "text/joined.h"
+
 namespace atl::comm {
 namespace {
 
@@ -163,8 +165,7 @@ std::vector<std::string> diagnose_hang(const std::vector<RankFlightSummary>& ran
     for (const RankFlightSummary& r : ranks)
       if (r.answered && r.waiting && r.waiting->group == op.group && r.waiting->seq == op.seq)
         waiting_too.push_back(r.rank);
-    std::string who;
-    for (int r : waiting_too) who += (who.empty() ? "" : ",") + std::to_string(r);
+    const std::string who = text::joined(waiting_too, ",", [](int r) { return std::to_string(r); });
     lines.push_back(describe(op) + " (" + std::to_string(op.bytes) + " B) has waited " +
                     seconds(stuck->waiting_s) + " (comm.timeout_s = " + seconds(timeout_s) + ") on rank" +
                     (waiting_too.size() > 1 ? "s " : " ") + who);

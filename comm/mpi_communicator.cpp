@@ -10,6 +10,7 @@
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_runtime.h"
+#include "text/joined.h"
 
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
@@ -117,9 +118,7 @@ std::string world_ranks_of(MPI_Comm comm, int size) {
   MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data()));
   MPI_Group_free(&group);
   MPI_Group_free(&world);
-  std::string out;
-  for (int r : world_ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
-  return out;
+  return text::joined(world_ranks, ",", [](int r) { return std::to_string(r); });
 }
 
 uint64_t ring_bytes(const at::Tensor& t, int size, int passes) {

@@ -15,6 +15,7 @@
 #include "runtime/inference/trained_model.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/process_exit.h"
+#include "text/joined.h"
 
 namespace atl::launcher {
 namespace {
@@ -23,9 +24,7 @@ constexpr const char* kCkptUsage =
     "atoll ckpt inspect DIR | atoll ckpt export DIR --out OUT_DIR|FILE.safetensors";
 
 std::string shape_of(const checkpoint::proto::Tensor& t) {
-  std::string s;
-  for (int64_t d : t.global_shape()) s += (s.empty() ? "" : " x ") + std::to_string(d);
-  return s;
+  return text::joined(t.global_shape(), " x ", [](int64_t d) { return std::to_string(d); });
 }
 
 // A path that is not a directory is bad input (exit 2), as a missing checkpoint.resume is; so is a

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "runtime/process_exit.h"
+#include "text/joined.h"
 
 namespace atl::launcher {
 
@@ -22,9 +23,7 @@ LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const c
 }
 
 std::string command_line(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
+  return text::joined(words, " ");
 }
 
 std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
@@ -125,8 +124,7 @@ std::string choose_srun_mpi(const std::vector<std::string>& plugins) {
     if (pmix_version(p) > (newest.empty() ? -1 : pmix_version(newest))) newest = p;
   }
   if (!newest.empty()) return newest;
-  std::string offered;
-  for (const std::string& p : plugins) offered += (offered.empty() ? "" : ", ") + p;
+  const std::string offered = text::joined(plugins, ", ");
   throw std::invalid_argument(
       "--slurm: srun has no pmix MPI plugin (srun --mpi=list offers: " +
       (offered.empty() ? "nothing" : offered) +

@@ -3,7 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "runtime/config/config_fields.h"
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -36,12 +36,6 @@ std::string quoted(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;
   return out.c_str();
-}
-
-std::string joined(const std::vector<std::string>& items, const std::string& separator) {
-  std::string text;
-  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
-  return text;
 }
 
 // ---- Field descriptors -----------------------------------------------------------------------------
@@ -205,9 +199,10 @@ std::string closest_field(const std::string& section, const std::string& key) {
 
 std::string unknown_key_problem(const std::string& section, const std::string& key) {
   const std::string guess = closest_field(section, key);
-  const std::string fix = !guess.empty()        ? " (did you mean '" + guess + "'?)"
-                          : is_section(section) ? "; " + section + " has " + joined(keys_of(section), ", ")
-                                                : "; the sections are " + joined(section_names(), ", ");
+  const std::string fix = !guess.empty() ? " (did you mean '" + guess + "'?)"
+                          : is_section(section)
+                              ? "; " + section + " has " + text::joined(keys_of(section), ", ")
+                              : "; the sections are " + text::joined(section_names(), ", ");
   return "unknown key '" + section + "." + key + "'" + fix;
 }
 
@@ -278,7 +273,7 @@ void read_section(const std::string& section, const YAML::Node& body, Config& co
 // each problem stays one line.
 std::vector<std::string> one_line_each(const std::vector<std::string>& problems) {
   std::vector<std::string> lines;
-  for (const std::string& problem : problems) lines.push_back(one_line(problem));
+  for (const std::string& problem : problems) lines.push_back(text::one_line(problem));
   return lines;
 }
 
@@ -288,7 +283,7 @@ ConfigError::ConfigError(const std::vector<std::string>& problems)
     : ConfigError(one_line_each(problems), 0) {}
 
 ConfigError::ConfigError(std::vector<std::string> lines, int)
-    : std::runtime_error(joined(lines, "\n")), problems_(std::move(lines)) {}
+    : std::runtime_error(text::joined(lines, "\n")), problems_(std::move(lines)) {}
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
   YAML::Node root;
@@ -301,7 +296,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap())
     throw ConfigError({"config: the top level is " + quoted(root) + ", not a map of sections; write " +
-                       joined(section_names(), ":, ") + ": as top-level keys"});
+                       text::joined(section_names(), ":, ") + ": as top-level keys"});
 
   Problems problems;
   for (const std::string& o : overrides) apply_override(root, o, problems);
@@ -313,7 +308,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
     if (!is_section(section)) {
       const std::string guess = closest(section, section_names());
       problems.push_back("config: unknown section '" + section + "'" +
-                         (guess.empty() ? "; the sections are " + joined(section_names(), ", ")
+                         (guess.empty() ? "; the sections are " + text::joined(section_names(), ", ")
                                         : " (did you mean '" + guess + "'?)"));
     } else if (!sections_seen.insert(section).second) {
       problems.push_back("config: section '" + section + "' is given twice; merge the two into one");

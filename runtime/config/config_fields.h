@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "text/joined.h"
 
 namespace atl::runtime::config_detail {
 
@@ -70,7 +71,6 @@ std::string yaml_value(const T& v) {
 
 // A YAML node as the user wrote it, on one line: 'abc', [1, 2], {a: 1}.
 std::string quoted(const YAML::Node& node);
-std::string joined(const std::vector<std::string>& items, const std::string& separator);
 
 // ---- Field descriptors -----------------------------------------------------------------------------
 
@@ -139,8 +139,8 @@ std::string parse(const Rule& rule, const YAML::Node& node, E& out) {
     names.emplace_back(choice.name);
   }
   return problem(rule, "'" + value + "'",
-                 "is not one of " + joined(names, ", ") + "; set " + rule.name + " to one of them, e.g. " +
-                     rule.example);
+                 "is not one of " + text::joined(names, ", ") + "; set " + rule.name +
+                     " to one of them, e.g. " + rule.example);
 }
 
 // One config field bound to a member of Config: how to read it from YAML, how to print it, and what
@@ -178,7 +178,7 @@ std::string allowed_values(const Range& range) {
   } else if constexpr (std::is_arithmetic_v<T>) {
     if (range.min != -kInf || range.max != kInf) return range.describe();
   }
-  return joined(names, ", ");
+  return text::joined(names, ", ");
 }
 
 // Makes the fields of one section: `model("dim", &ModelConfig::dim, at_least(1))`.

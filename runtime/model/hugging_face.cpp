@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/json_integer.h"
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 namespace atl::runtime {
 namespace fs = std::filesystem;
@@ -59,7 +59,7 @@ namespace {
 ModelConfig config_from_json(const nlohmann::json& c, const fs::path& file) {
   const std::string type = c.value("model_type", std::string("(none)"));
   if (type != "llama")
-    throw std::invalid_argument(file.string() + " describes a model of type '" + one_line(type) +
+    throw std::invalid_argument(file.string() + " describes a model of type '" + text::one_line(type) +
                                 "'; Atoll trains Llama (LlamaForCausalLM) models only");
   const auto refuse = [&file](const std::string& what) {
     throw std::invalid_argument(file.string() + ": " + what + ", which Atoll's Llama does not have");
@@ -87,7 +87,7 @@ ModelConfig config_from_json(const nlohmann::json& c, const fs::path& file) {
   if (rope.is_null()) rope = c.value("rope_scaling", nlohmann::json());
   if (rope.is_object()) {
     const std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
-    if (rope_type != "default") refuse("its RoPE is of type '" + one_line(rope_type) + "'");
+    if (rope_type != "default") refuse("its RoPE is of type '" + text::one_line(rope_type) + "'");
   }
   m.rope_theta = rope.is_object() && rope.contains("rope_theta")
                      ? config_value<double>(rope, "rope_theta", file)
@@ -106,8 +106,8 @@ std::vector<fs::path> shards_in_index(const fs::path& index, const std::string& 
   std::vector<fs::path> files;
   for (const std::string& name : names) {
     if (name.empty() || fs::path(name).has_parent_path() || name == "." || name == "..")
-      throw std::invalid_argument(index.string() + " names the shard '" + one_line(name) + "' outside " +
-                                  dir);
+      throw std::invalid_argument(index.string() + " names the shard '" + text::one_line(name) +
+                                  "' outside " + dir);
     files.push_back(fs::path(dir) / name);
   }
   return files;
@@ -120,8 +120,8 @@ auto typed(const fs::path& file, Read read) {
   try {
     return read();
   } catch (const nlohmann::json::type_error& e) {
-    throw std::invalid_argument(file.string() + " has a field of the wrong type (" + one_line(e.what()) +
-                                ")");
+    throw std::invalid_argument(file.string() + " has a field of the wrong type (" +
+                                text::one_line(e.what()) + ")");
   }
 }
 

@@ -5,7 +5,7 @@
 #include "runtime/model/attention.h"
 #include "runtime/model/fused_ops.h"
 #include "runtime/model/hugging_face.h"
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 #include <ATen/ATen.h>
 
@@ -488,7 +488,7 @@ void check_weights_match(const ModelConfig& config, const std::map<std::string, 
     const bool known =
         std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == name; });
     if (!known)
-      throw std::invalid_argument(source + " holds " + one_line(name) +
+      throw std::invalid_argument(source + " holds " + text::one_line(name) +
                                   ", which this model does not have; check the model section (e.g. "
                                   "model.tie_embeddings)");
   }

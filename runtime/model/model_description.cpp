@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 namespace atl::runtime {
 namespace {
@@ -37,14 +37,14 @@ ModelConfig model_from_description(const std::string& description) {
   const auto field = [&](const std::string& key) {
     auto it = fields.find(key);
     if (it == fields.end())
-      throw std::invalid_argument("the model description {" + one_line(description) + "} lacks " + key);
+      throw std::invalid_argument("the model description {" + text::one_line(description) + "} lacks " + key);
     return it->second;
   };
   const auto parsed = [&](const std::string& key, auto& out) {
     const std::string text = field(key);
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
     if (error != std::errc() || end != text.data() + text.size())
-      throw std::invalid_argument("the model description's " + key + "=" + one_line(text) +
+      throw std::invalid_argument("the model description's " + key + "=" + text::one_line(text) +
                                   " is not a number");
   };
   ModelConfig m;
@@ -60,7 +60,7 @@ ModelConfig model_from_description(const std::string& description) {
   m.tie_embeddings = field("tie_embeddings") == "true";
   // A damaged description must not reach the model's arithmetic (dim / heads, heads / kv_heads).
   const auto impossible = [&](const std::string& why) {
-    return std::invalid_argument("the model description {" + one_line(description) +
+    return std::invalid_argument("the model description {" + text::one_line(description) +
                                  "} is impossible: " + why);
   };
   for (const int v : {m.vocab, m.dim, m.layers, m.heads, m.kv_heads, m.ffn, m.seq})

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "runtime/one_line.h"
+#include "text/one_line.h"
 
 namespace atl::runtime {
 namespace {
@@ -41,7 +41,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& serialized, co
     status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
   }
   if (!status.ok())
-    throw std::invalid_argument(source + " is not a SentencePiece model (" + one_line(status.ToString()) +
+    throw std::invalid_argument(source + " is not a SentencePiece model (" +
+                                text::one_line(status.ToString()) +
                                 "); train one with atoll tokenizer train");
   byte_lengths_.resize(static_cast<size_t>(processor_->GetPieceSize()));
   for (int id = 0; id < processor_->GetPieceSize(); ++id) byte_lengths_[id] = piece_bytes(*processor_, id);
@@ -56,7 +57,8 @@ int SentencePieceTokenizer::vocab_size() const {
 std::vector<uint32_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
-  if (!status.ok()) throw std::runtime_error("tokenizer: encoding failed: " + one_line(status.ToString()));
+  if (!status.ok())
+    throw std::runtime_error("tokenizer: encoding failed: " + text::one_line(status.ToString()));
   return std::vector<uint32_t>(ids.begin(), ids.end());
 }
 
@@ -66,7 +68,8 @@ std::string SentencePieceTokenizer::decode(const std::vector<uint32_t>& ids) con
     if (id < static_cast<uint32_t>(vocab_size())) valid.push_back(static_cast<int>(id));
   std::string text;
   const auto status = processor_->Decode(valid, &text);
-  if (!status.ok()) throw std::runtime_error("tokenizer: decoding failed: " + one_line(status.ToString()));
+  if (!status.ok())
+    throw std::runtime_error("tokenizer: decoding failed: " + text::one_line(status.ToString()));
   return text;
 }
 

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "runtime/host/usable_cpus.h"
+#include "text/joined.h"
 
 namespace atl::runtime {
 namespace fs = std::filesystem;
@@ -19,13 +20,11 @@ void train_tokenizer(const TokenizerTrainingOptions& options) {
   if (options.vocab < 260 || options.vocab > 1'048'576)
     throw std::invalid_argument("tokenizer train: --vocab " + std::to_string(options.vocab) +
                                 " is outside [260, 1048576]; pick e.g. 8192");
-  std::string inputs;
-  for (const std::string& input : options.inputs) {
+  for (const std::string& input : options.inputs)
     if (!fs::is_regular_file(input))
       throw std::invalid_argument("tokenizer train: input " + input +
                                   " is not a readable file; check the path");
-    inputs += (inputs.empty() ? "" : ",") + input;
-  }
+  const std::string inputs = text::joined(options.inputs, ",");
   const unsigned threads = static_cast<unsigned>(options.threads > 0 ? options.threads : usable_cpus());
   const std::unordered_map<std::string, std::string> args = {
       {"input", inputs},

@@ -1,14 +1,14 @@
 // Error messages are one line each (the CLI prints them after "atoll: error: "), but they quote what
 // a file or a user gave -- a key, a value, a tensor name, a library's own message about a damaged
 // file -- which may hold line breaks and other control characters. one_line writes those as \n, \t
-// or \xNN. Header-only, so every reader of files can use it without a library dependency.
+// or \xNN. Header-only, below every room, so every reader of files can use it.
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <string_view>
 
-namespace atl::runtime {
+namespace atl::text {
 
 inline std::string one_line(std::string_view text) {
   std::string line;
@@ -30,4 +30,4 @@ inline std::string one_line(std::string_view text) {
   return line;
 }
 
-}  // namespace atl::runtime
+}  // namespace atl::text
