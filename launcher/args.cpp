@@ -84,4 +84,14 @@ double Options::real(const std::string& name, double fallback) const {
   return number_of(*this, name, fallback);
 }
 
+int non_negative(const std::string& option, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int n = std::stoi(value, &used);
+    if (used == value.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(option + " " + value + " is not a non-negative integer; e.g. " + option + " 2");
+}
+
 }  // namespace atl::launcher

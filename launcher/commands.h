@@ -36,6 +36,9 @@ struct ConfigArgs {
 ConfigArgs parse_config_args(const Args& args, const std::string& usage);
 
 bool wants_help(const Args& args);
+// `value` of `option` as an integer >= 0, or std::invalid_argument ("--np abc is not a non-negative
+// integer; e.g. --np 2").
+int non_negative(const std::string& option, const std::string& value);
 
 // `--name value` options (each name in `known`; a repeated one keeps the last value) and positional
 // arguments, from args[first] on. std::invalid_argument with `usage` for an unknown option or one

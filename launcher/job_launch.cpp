@@ -22,6 +22,23 @@ LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const c
   return slurm_job_id && *slurm_job_id ? LaunchMode::kSlurm : LaunchMode::kLocal;
 }
 
+std::string rank_count_mismatch(const runtime::Config& config, int np) {
+  const int needed = config.job_ranks();
+  if (np == needed) return "";
+  const runtime::ParallelConfig& p = config.parallel;
+  const std::string product =
+      config.islands_are_jobs()
+          ? "pp*dp*tp = " +
+                text::joined(std::vector<int>{p.pp, p.dp, p.tp}, "*",
+                             [](int n) { return std::to_string(n); }) +
+                ", one island per job"
+          : "islands*pp*dp*tp = " + text::joined(std::vector<int>{p.islands, p.pp, p.dp, p.tp}, "*",
+                                                 [](int n) { return std::to_string(n); });
+  return "the layout needs " + std::to_string(needed) + " ranks (" + product + "); --np " +
+         std::to_string(np) + " was given; drop --np, or change parallel.* to a layout of " +
+         std::to_string(np) + " ranks";
+}
+
 std::string command_line(const std::vector<std::string>& words) {
   return text::joined(words, " ");
 }

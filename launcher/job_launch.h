@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/config.h"
+
 namespace atl::launcher {
 
 enum class LaunchMode { kLocal, kHostfile, kSlurm };
@@ -42,6 +44,11 @@ LaunchMode choose_mode(bool hostfile, bool slurm_flag, bool mpirun_flag, const c
 
 // `mpirun ...` or `srun ...`, ending just before the per-rank command.
 std::vector<std::string> launcher_prefix(const LaunchRequest& request);
+
+// `--np N` against the ranks `config`'s layout needs, for `atoll launch` and `atoll plan` before
+// anything starts: "the layout needs 2 ranks (islands*pp*dp*tp = 1*1*2*1); --np 3 was given; ..."
+// (empty when they agree).
+std::string rank_count_mismatch(const runtime::Config& config, int np);
 
 // A command's words joined by spaces, as `atoll launch` prints what it runs.
 std::string command_line(const std::vector<std::string>& words);

@@ -69,6 +69,7 @@ class SessionDirectory {
 
 constexpr const char* kLaunchUsage =
     "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] [--dry-run] "
+    "[--verbose] "
     "[--set key=value]... [-- LAUNCHER_ARGS]";
 
 std::string self_executable() {
@@ -78,20 +79,10 @@ std::string self_executable() {
   return std::string(path, static_cast<size_t>(n));
 }
 
-int non_negative(const std::string& option, const std::string& value) {
-  try {
-    size_t used = 0;
-    const int n = std::stoi(value, &used);
-    if (used == value.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument(option + " " + value + " is not a non-negative integer; e.g. " + option + " 2");
-}
-
 struct LaunchOptions {
   std::optional<int> np;
   std::string hostfile;
-  bool slurm = false, mpirun = false, dry_run = false;
+  bool slurm = false, mpirun = false, dry_run = false, verbose = false;
   int max_restarts = 0;
   std::vector<std::string> extra;
 };
@@ -121,6 +112,8 @@ LaunchOptions parse_options(const Args& rest) {
       o.mpirun = true;
     } else if (a == "--dry-run") {
       o.dry_run = true;
+    } else if (a == "--verbose") {
+      o.verbose = true;
     } else if (a == "--") {
       o.extra.assign(rest.begin() + static_cast<long>(i) + 1, rest.end());
       break;
@@ -152,6 +145,8 @@ void print_help() {
       << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
       << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
       << "  --dry-run    print the command and exit\n"
+      << "  --verbose    the whole resolved config and the rank table on the console too (they are\n"
+      << "               always in <run.dir>/config.txt and ranks.txt)\n"
       << "SIGTERM or SIGUSR1 to this process preempts the job: every rank finishes its step, commits a\n"
       << "checkpoint and exits 0. Arguments after -- go to mpirun/srun unchanged.\n";
 }
@@ -181,11 +176,12 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
 
 // The whole command line: the launcher, then each rank's `atoll supervise RUN_DIR -- atoll train ...`.
 std::vector<std::string> job_command(const LaunchRequest& request, const ConfigArgs& parsed,
-                                     const runtime::Config& config) {
+                                     const runtime::Config& config, bool verbose) {
   const std::string self = self_executable();
   std::vector<std::string> command = launcher_prefix(request);
   command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
   for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
+  if (verbose) command.push_back("--verbose");
   return command;
 }
 
@@ -361,11 +357,14 @@ int launch_command(const Args& args) {
   const ConfigArgs parsed = parse_config_args(args, kLaunchUsage);
   const LaunchOptions options = parse_options(parsed.rest);
   const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
+  if (options.np)
+    if (const std::string mismatch = rank_count_mismatch(config, *options.np); !mismatch.empty())
+      throw std::invalid_argument(mismatch);
   const LaunchRequest request = launch_request(options, config);
 
   // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
   if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
-  const std::vector<std::string> command = job_command(request, parsed, config);
+  const std::vector<std::string> command = job_command(request, parsed, config, options.verbose);
   std::cout << "atoll launch: " << command_line(command) << std::endl;
   if (options.dry_run) return 0;
   if (options.max_restarts > 0 && config.checkpoint.every == 0)

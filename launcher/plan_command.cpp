@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "launcher/commands.h"
+#include "launcher/job_launch.h"
 #include "launcher/plan.h"
 #include "runtime/config/config.h"
 
@@ -24,8 +25,9 @@ int plan_command(const Args& args) {
   for (size_t i = 0; i < parsed.rest.size(); ++i) {
     if (parsed.rest[i] != "--np" || i + 1 >= parsed.rest.size())
       throw std::invalid_argument("unknown option '" + parsed.rest[i] + "'; usage: " + kPlanUsage);
-    const std::vector<std::string> problems = runtime::validate_layout(config, std::stoi(parsed.rest[++i]));
-    if (!problems.empty()) throw runtime::ConfigError(problems);
+    const int np = non_negative("--np", parsed.rest[++i]);
+    if (const std::string mismatch = rank_count_mismatch(config, np); !mismatch.empty())
+      throw std::invalid_argument(mismatch);
   }
   std::cout << format_plan(config, make_plan(config));
   return 0;

@@ -16,7 +16,7 @@ namespace atl::launcher {
 
 namespace {
 
-constexpr const char* kTrainUsage = "atoll train CONFIG [--set key=value]...";
+constexpr const char* kTrainUsage = "atoll train CONFIG [--set key=value]... [--verbose]";
 
 // What this rank takes from its process environment, read here once and handed to the trainer.
 runtime::LaunchEnvironment read_launch_environment() {
@@ -49,10 +49,12 @@ int train_command(int argc, char** argv) {
   const bool is_rank0 = world->rank() == 0;
   try {
     const ConfigArgs parsed = parse_config_args(args, kTrainUsage);
-    if (!parsed.rest.empty())
+    const bool verbose = parsed.rest.size() == 1 && parsed.rest[0] == "--verbose";
+    if (!parsed.rest.empty() && !verbose)
       throw std::invalid_argument("unknown option '" + parsed.rest[0] + "'; usage: " + kTrainUsage);
     const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-    const runtime::LaunchEnvironment environment = read_launch_environment();
+    runtime::LaunchEnvironment environment = read_launch_environment();
+    environment.verbose = verbose;
     runtime::Trainer trainer(config, *world, &std::cout, environment);
     // The failure tests' rank deaf to SIGTERM, over the preemption handler the trainer installed.
     if (runtime::FaultHooks::parse(environment.fault).ignore_sigterm) std::signal(SIGTERM, SIG_IGN);

@@ -167,7 +167,8 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.config = config;
-  s.log = std::make_unique<RunLog>(s.config, world.rank() == 0 ? out : nullptr, environment.progress_bar);
+  s.log = std::make_unique<RunLog>(s.config, world.rank() == 0 ? out : nullptr, environment.progress_bar,
+                                   environment.verbose);
   // Where this rank sits on its node (counted over `world` where the launcher did not say).
   const RankPlacement placement = completed_placement(world, environment.placement);
   agree_on_startup(world, [&] { s.check_locally(world.size(), environment, placement); });

@@ -227,7 +227,11 @@ expect_cli_error launch_no_restart 2 "data: $work/none.bin does not exist; run .
   launch "$work/tiny.yaml" --max-restarts 2 --set data.train="$work/none.bin" "${at_committed[@]}"
 expect_cli_error flight_records 2 "comm.flight_records = 0 must be >= 1; set comm.flight_records to a positive integer" \
   plan "$work/tiny.yaml" --set comm.flight_records=0
-expect_cli_error plan_np 2 "islands\*pp\*dp\*tp = 2 but 3 ranks were launched; launch 2 ranks" plan "$work/tiny.yaml" --np 3
+expect_cli_error plan_np 2 "the layout needs 2 ranks \(islands\*pp\*dp\*tp = 1\*1\*2\*1\); --np 3 was given; drop --np, or change parallel.\* to a layout of 3 ranks" \
+  plan "$work/tiny.yaml" --np 3
+# atoll launch says so before it starts mpirun: no rank runs, nothing is written.
+expect_cli_error launch_np_mismatch 2 "the layout needs 2 ranks \(islands\*pp\*dp\*tp = 1\*1\*2\*1\); --np 3 was given" \
+  launch "$work/tiny.yaml" --np 3 "${at_committed[@]}"
 # `ckpt inspect` and `ckpt export` of a path that is not a directory: bad input (2), as resume_missing;
 # a directory without a committed checkpoint in it too.
 expect_cli_error ckpt_inspect_missing 2 "ckpt: $work/none is not a directory; pass a checkpoint" \

@@ -129,9 +129,10 @@ timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$
 resumed=$?
 timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/straight" --set train.steps=9 \
   --set checkpoint.every=0 >"$work/straight.log" 2>&1
-# A relaunch of the finished run says so and trains nothing.
+# A relaunch of the finished run says so and trains nothing; --verbose puts the config's and the
+# rank table on the console too.
 timeout 120 "$atoll" launch "$work/tiny.yaml" "${ckpt_args[@]}" --set run.dir="$work/ckpt" --set train.steps=9 \
-  >"$work/ckpt3.log" 2>&1
+  --verbose >"$work/ckpt3.log" 2>&1
 complete=$?
 losses_after_6() { grep -oE '"step":[7-9],"loss":[^,]*' "$1"; }
 if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 at step 6" "$work/ckpt2.log" &&
@@ -139,8 +140,9 @@ if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 a
    [[ "$(losses_after_6 "$work/ckpt/metrics.jsonl")" == "$(losses_after_6 "$work/straight/metrics.jsonl")" ]] &&
    grep -q '^optim: train.steps is 9 but was 6 when step 6 was saved' "$work/ckpt2.log" &&
    grep -qE '^checkpoints: 2 saved; training waited [0-9.]+ s for them, writing them took [0-9.]+ s in the background$' "$work/ckpt1.log" &&
-   [[ $complete -eq 0 ]] && grep -q '^complete at step 9 (train.steps = 9); nothing to do' "$work/ckpt3.log"; then
-  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit, and names the longer schedule; the lazy saves' costs in one line; a relaunch when complete says so"
+   [[ $complete -eq 0 ]] && grep -q '^complete at step 9 (train.steps = 9); nothing to do' "$work/ckpt3.log" &&
+   grep -q '^| train.steps  *| 9 ' "$work/ckpt3.log" && grep -q '^rank  host' "$work/ckpt3.log"; then
+  check ok "resume: a relaunch continues from step 6 with the losses of an uninterrupted run, bit for bit, and names the longer schedule; the lazy saves' costs in one line; a relaunch when complete says so (--verbose: with the config and rank tables)"
 else
   check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
 fi
