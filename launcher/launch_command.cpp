@@ -191,7 +191,15 @@ ChildOptions launcher_child_options(LaunchMode mode) {
   // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
   // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
   options.forward = [mode](int signal) {
-    return signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
+    const int sent = signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
+    // The ranks see the forwarded signal: name the one the user sent here, once.
+    if (signal == SIGTERM || signal == SIGUSR1)
+      std::cout << "atoll launch: " << runtime::signal_name(signal)
+                << " received: every rank finishes its step, commits a checkpoint and exits 0"
+                << (sent != signal ? " (mpirun passes it to the ranks as " + runtime::signal_name(sent) + ")"
+                                   : std::string())
+                << std::endl;
+    return sent;
   };
   options.own_process_group = true;
   return options;

@@ -67,6 +67,7 @@ status=$?
 reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" | grep -o '[0-9]*$')
 if [[ $status -eq 0 && -n $reached && $(latest_step "$work/preempt") == "$reached" ]] && (( reached < 300 )) \
     && grep -q "preempted by SIGUSR1 at step $reached: .*step-$reached committed" "$work/preempt.log" \
+    && grep -q "^atoll launch: SIGTERM received: every rank finishes its step, commits a checkpoint and exits 0 (mpirun passes it to the ranks as SIGUSR1)$" "$work/preempt.log" \
     && "$atoll" ckpt inspect "$work/preempt/checkpoints/step-$reached" >/dev/null; then
   check ok "preempt: SIGTERM at step $reached, exit 0, step-$reached committed and verified"
 else
