@@ -15,6 +15,10 @@ if(ATOLL_CUDA)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/with_gpus.sh 2 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/watchdog.sh
                    $<TARGET_FILE:atoll>)
   set_tests_properties(gpu_watchdog PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+  add_test(NAME gpu_binding
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/with_gpus.sh 1 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/binding.sh
+                   $<TARGET_FILE:atoll>)
+  set_tests_properties(gpu_binding PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 else()
   add_test(NAME gpu_suite COMMAND bash -c "echo 'skipped: this build has no CUDA path (-DATOLL_WITH_CUDA=OFF)'; exit 77")
   set_tests_properties(gpu_suite PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
