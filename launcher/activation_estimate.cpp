@@ -13,7 +13,8 @@ bool on_gpu(const Config& c) {
 }
 
 bool fused_attention(const Config& c) {
-  const at::ScalarType dtype = c.train.precision == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+  const at::ScalarType dtype =
+      runtime::storage_precision(c.train.precision) == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
   return runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
 }
 

@@ -134,8 +134,9 @@ Plan make_plan(const Config& c) {
     // fills and the reduce-scattered piece it owns; ZeRO-2/3 free a bucket's gradients once
     // reduce-scattered (between steps only the piece remains); ZeRO-3 keeps only its piece of the
     // parameters.
-    // Gradients are fp32 in either precision; bf16 adds 4-byte fp32 master weights to the optimizer.
-    const double master = c.train.precision == runtime::Precision::kBf16 ? 4.0 : 0.0;
+    // Gradients are fp32 in every precision; bf16 and fp8 add 4-byte fp32 master weights to the optimizer.
+    const double master =
+        runtime::storage_precision(c.train.precision) == runtime::Precision::kBf16 ? 4.0 : 0.0;
     s.parameter_bytes = compute_bytes(c) * params / (p.zero >= 3 ? n : 1.0);
     s.gradient_bytes = p.zero == 0 ? 4.0 * params : 4.0 * params / n + (p.zero == 1 ? 4.0 * params : 0.0);
     s.optimizer_bytes = (8.0 + master) * params / (p.zero >= 1 ? n : 1.0);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "atoll/build_config.h"
 #include "comm/island_lease.h"
 #include "comm/island_rendezvous.h"
 #include "comm/message_authenticator.h"
@@ -14,6 +15,10 @@
 #include "optim/grad_clip.h"
 #include "parallel/pipeline/stage_layout.h"
 #include "runtime/canonical_space.h"
+
+#if ATOLL_CUDA
+#include <ATen/cuda/CUDAContextLight.h>
+#endif
 
 namespace atl::runtime {
 namespace {
@@ -140,7 +145,7 @@ parallel::ModelStateBytes ParallelLayout::model_state_bytes() const {
 }
 
 at::ScalarType scalar_type(Precision precision) {
-  return precision == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+  return storage_precision(precision) == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
 }
 
 namespace {
@@ -198,6 +203,18 @@ std::unique_ptr<comm::IslandLease> hold_island_id(const Config& config, const co
   return lease;
 }
 
+// Why train.precision fp8 cannot run on `device`, or "" where it can.
+std::string fp8_unavailable_on(c10::Device device) {
+  if (!device.is_cuda()) return "this rank runs on the CPU";
+#if ATOLL_CUDA
+  const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(device.index());
+  if (gpu->major < 9)
+    return "this rank's GPU (" + std::string(gpu->name) + ") has compute capability " +
+           std::to_string(gpu->major) + "." + std::to_string(gpu->minor);
+#endif
+  return "";
+}
+
 }  // namespace
 
 KernelLevers resolve_kernels(const Config& config, c10::Device device) {
@@ -215,12 +232,21 @@ KernelLevers resolve_kernels(const Config& config, c10::Device device) {
         "config: kernels.fused_weight_grad = true cannot apply on the CPU with kernels.first_grad_copy = "
         "auto (off on the CPU; the weight gradients are written into the buffer the first gradient copy "
         "fills); set kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false");
+  if (config.train.precision == Precision::kFp8) {
+    const std::string without = fp8_unavailable_on(device);
+    if (!without.empty())
+      problems.push_back(
+          "config: train.precision = fp8 needs a GPU of compute capability 9.0+ (FP8 tensor "
+          "cores, through cuBLASLt); " +
+          without + "; set train.precision: bf16");
+  }
   if (!problems.empty()) throw ConfigError(problems);
   KernelLevers levers;
   levers.fused_adamw = kernel_on(k.fused_adamw, cuda);
   levers.fused_clip = levers.fused_adamw && kernel_on(k.fused_clip, cuda);
   levers.first_grad_copy = config.parallel.zero <= 1 && kernel_on(k.first_grad_copy, cuda);
-  levers.fused_weight_grad = levers.first_grad_copy && kernel_on(k.fused_weight_grad, cuda);
+  levers.fused_weight_grad = levers.first_grad_copy && config.train.precision != Precision::kFp8 &&
+                             kernel_on(k.fused_weight_grad, cuda);
   return levers;
 }
 
@@ -242,7 +268,9 @@ std::string kernels_line(const Config& config, const KernelLevers& levers) {
                zero >= 2 ? "parallel.zero = " + std::to_string(zero) : "") +
          ", " +
          lever("fused_weight_grad", k.fused_weight_grad, levers.fused_weight_grad,
-               levers.first_grad_copy ? "" : "without first_grad_copy");
+               !levers.first_grad_copy                     ? "without first_grad_copy"
+               : config.train.precision == Precision::kFp8 ? "train.precision = fp8"
+                                                           : "");
 }
 
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
@@ -250,8 +278,9 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                            const std::map<std::string, at::Tensor>& initial_weights) {
   const ParallelConfig& p = config.parallel;
   ParallelLayout layout;
-  // Mixed precision: bf16 parameters and activations; gradients stay fp32 (autograd accumulates the
-  // bf16 gradients into them), master weights and AdamW state are fp32 in the engine.
+  // Mixed precision: bf16 parameters and activations (fp8 too, its linear products aside); gradients
+  // stay fp32 (autograd accumulates the bf16 gradients into them), master weights and AdamW state are
+  // fp32 in the engine.
   layout.compute_dtype = scalar_type(config.train.precision);
   layout.device = device;
   layout.kernels = resolve_kernels(config, device);
@@ -304,10 +333,14 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                              kernel_on(config.kernels.fused_swiglu, device.is_cuda()),
                              kernel_on(config.kernels.fused_rope, device.is_cuda()),
                              kernel_on(config.kernels.fused_cross_entropy, device.is_cuda())};
+  // FP8: the decoder layers' linear products (fp8_linear.h), one weight cache for all chunks.
+  if (config.train.precision == Precision::kFp8)
+    layout.fp8 = std::make_unique<Fp8Linears>(Fp8Recipe::with_scaling(config.train.fp8_scaling));
   for (const ModelPart& part : parts)
     layout.chunks.push_back(std::make_unique<LlamaModel>(
         config.model, *layout.params, layout.mesh->tp(), p.sequence_parallel, part, gate, kernels,
-        config.train.recompute, levers.fused_weight_grad ? layout.data_parallel.get() : nullptr));
+        config.train.recompute, levers.fused_weight_grad ? layout.data_parallel.get() : nullptr,
+        layout.fp8.get()));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);

@@ -24,6 +24,7 @@
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/config/config.h"
 #include "runtime/island_rounds.h"
+#include "runtime/model/fp8_linear.h"
 #include "runtime/model/llama.h"
 
 namespace atl::comm {
@@ -42,11 +43,14 @@ struct KernelLevers {
   bool fused_weight_grad = false;  // with first_grad_copy only
 };
 
-// The levers for `device` (the CPU or a GPU; nothing is asked of the device itself). Throws
-// ConfigError, one line each, where an explicit true cannot apply because the lever it builds on is
-// auto and auto is off on the CPU (kernels.fused_clip with fused_adamw, kernels.fused_weight_grad
-// with first_grad_copy). What the config alone rules out (the partner false, parallel.zero >= 2)
-// validate_layout reports; auto is never refused.
+// The levers for `device` (the CPU or a GPU; nothing is asked of the device itself but, under
+// train.precision fp8, a GPU's compute capability). Throws ConfigError, one line each, where an
+// explicit true cannot apply because the lever it builds on is auto and auto is off on the CPU
+// (kernels.fused_clip with fused_adamw, kernels.fused_weight_grad with first_grad_copy), and where
+// train.precision fp8 cannot run on `device` (the CPU, or a GPU below compute capability 9.0: no FP8
+// tensor cores for cuBLASLt). What the config alone rules out (the partner false, parallel.zero >= 2,
+// fused_weight_grad under fp8) validate_layout reports; auto is never refused (fused_weight_grad's
+// is off under fp8).
 KernelLevers resolve_kernels(const Config& config, c10::Device device);
 
 // The start-up line of what those levers resolved to, e.g. "kernels: fused_adamw on (auto),
@@ -64,8 +68,9 @@ struct ParallelLayout {
   parallel::pipeline::PipelineShape pipeline;        // this rank's stage, microbatches, virtual stages
   std::unique_ptr<parallel::FlatParameters> params;  // this rank's tp shard of its chunks' parameters
   std::unique_ptr<parallel::ShardedDataParallel> data_parallel;  // ZeRO 0-3 over the dp group
-  std::vector<std::unique_ptr<LlamaModel>> chunks;               // the model chunks this rank runs, in order
-  std::vector<parallel::pipeline::PipeOp> schedule;              // one training step's pipeline schedule
+  std::unique_ptr<Fp8Linears> fp8;  // train.precision fp8: the chunks' FP8 linear layers and weight cache
+  std::vector<std::unique_ptr<LlamaModel>> chunks;   // the model chunks this rank runs, in order
+  std::vector<parallel::pipeline::PipeOp> schedule;  // one training step's pipeline schedule
   std::unique_ptr<parallel::pipeline::PipelineExecutor> executor;
   std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
   optim::LrSchedule lr_schedule;

@@ -22,6 +22,7 @@ TokenBatch on_device(TokenBatch batch, const c10::Device& device) {
 }  // namespace
 
 pipe::PipelineRunStats PipelinePasses::train(int64_t step, const at::Tensor& local_loss, bool poison) const {
+  if (layout_.fp8) layout_.fp8->start_step();  // the weights changed since the last pass
   const int microbatches = config_.parallel.microbatches;
   const int64_t microbatch_size = config_.train.global_batch / (data_ranks() * microbatches);
   const std::vector<TokenBatch> batches = stage_batches(microbatches, [&](int micro) {
@@ -46,6 +47,7 @@ pipe::PipelineRunStats PipelinePasses::train(int64_t step, const at::Tensor& loc
 double PipelinePasses::validation_loss() const {
   const Config& c = config_;
   const ParallelLayout& l = layout_;
+  if (l.fp8) l.fp8->start_step();  // the weights may have changed since the last pass (or are phi's)
   at::NoGradGuard no_grad;
   const comm::ShardRange mine = comm::shard_range(c.train.eval_sequences, c.parallel.dp, l.mesh->coord().dp);
   const int64_t chunk = std::max(1, c.train.global_batch / (c.parallel.dp * c.parallel.microbatches));

@@ -18,17 +18,31 @@ namespace atl::runtime {
 
 // ---- The enum-like fields, each with its YAML spellings (choices.h) ---------------------------------
 
-// train.precision and parallel.reduce_dtype.
-enum class Precision { kFp32, kBf16 };
+// train.precision and parallel.reduce_dtype (fp32 or bf16; fp8 is a compute precision only).
+enum class Precision { kFp32, kBf16, kFp8 };
 template <>
 struct Choices<Precision> {
-  static constexpr std::array<Choice<Precision>, 2> list{
-      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}}};
+  static constexpr std::array<Choice<Precision>, 3> list{
+      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp8, "fp8"}}};
 };
-// Bytes of one element in `precision`.
-constexpr int element_bytes(Precision precision) {
-  return precision == Precision::kBf16 ? 2 : 4;
+// The dtype parameters and activations are held in: fp8 runs the decoder layers' linear products
+// in FP8 (runtime/model/fp8_linear.h) and everything else in bf16.
+constexpr Precision storage_precision(Precision precision) {
+  return precision == Precision::kFp8 ? Precision::kBf16 : precision;
 }
+// Bytes of one element held in `precision`.
+constexpr int element_bytes(Precision precision) {
+  return storage_precision(precision) == Precision::kBf16 ? 2 : 4;
+}
+
+// train.fp8_scaling: one FP8 scale per tensor, or per row of each product's operands
+// (runtime/model/fp8_tensor.h).
+enum class Fp8Scaling { kTensorwise, kRowwise };
+template <>
+struct Choices<Fp8Scaling> {
+  static constexpr std::array<Choice<Fp8Scaling>, 2> list{
+      {{Fp8Scaling::kTensorwise, "tensorwise"}, {Fp8Scaling::kRowwise, "rowwise"}}};
+};
 
 using PipelineSchedule = parallel::pipeline::ScheduleKind;
 template <>
@@ -188,6 +202,7 @@ struct TrainConfig {
   std::string sample_prompt = "The ";
   int sample_tokens = 64;
   Precision precision = Precision::kFp32;
+  Fp8Scaling fp8_scaling = Fp8Scaling::kTensorwise;
   NonFiniteAction on_nonfinite = NonFiniteAction::kStop;
   Recompute recompute = Recompute::kNone;
   int profile_start = 0;

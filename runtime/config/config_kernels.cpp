@@ -17,8 +17,8 @@ std::vector<Field> kernels_fields() {
               "zeroing it and adding: the same sums, two passes fewer; ZeRO 0-1 only; auto: on a GPU."),
       kernels("fused_weight_grad", &KernelsConfig::fused_weight_grad,
               "Decoder layers' weight gradients written by their matrix product into the gradient "
-              "buffer instead of copied there (under bf16 unrounded); where first_grad_copy is on; "
-              "auto: on a GPU."),
+              "buffer instead of copied there (under bf16 unrounded); where first_grad_copy is on, not "
+              "under train.precision fp8; auto: on a GPU."),
       kernels("fused_rms_norm", &KernelsConfig::fused_rms_norm,
               "RMSNorm as at::rms_norm's fused kernel; auto: on a GPU."),
       kernels("native_gqa", &KernelsConfig::native_gqa,
@@ -52,6 +52,11 @@ void validate_kernels(const Config& c, Problems& problems) {
         "config: kernels.fused_weight_grad = true cannot apply at parallel.zero = " + std::to_string(zero) +
         " (the weight gradients are written into the ZeRO-0/1 flat buffer, with "
         "kernels.first_grad_copy); set it to auto or false, or parallel.zero to 0 or 1");
+  else if (k.fused_weight_grad == KernelChoice::kOn && c.train.precision == Precision::kFp8)
+    problems.push_back(
+        "config: kernels.fused_weight_grad = true cannot apply with train.precision = fp8 (the FP8 weight "
+        "gradient reaches the buffer through autograd); set it to auto or false, or train.precision to "
+        "bf16");
   else if (k.fused_weight_grad == KernelChoice::kOn && k.first_grad_copy == KernelChoice::kOff)
     problems.push_back(
         "config: kernels.fused_weight_grad = true cannot apply with kernels.first_grad_copy = false (the "

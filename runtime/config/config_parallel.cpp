@@ -60,7 +60,8 @@ std::vector<Field> parallel_fields() {
                "Model chunks per pipeline rank (interleaved schedule only).", at_least(1)),
       parallel("bucket_mb", &ParallelConfig::bucket_mb,
                "MiB per gradient bucket; full buckets are reduced while backward goes on.", above(0)),
-      parallel("reduce_dtype", &ParallelConfig::reduce_dtype, "Dtype the dp gradient reduction runs in."),
+      parallel("reduce_dtype", &ParallelConfig::reduce_dtype,
+               "Dtype the dp gradient reduction runs in: fp32 or bf16."),
       parallel("sequence_parallel", &ParallelConfig::sequence_parallel,
                "Megatron sequence parallelism: norms and residuals split along the sequence over tp."),
       stage_layers_field(),
@@ -86,6 +87,10 @@ void validate_job_size(const Config& c, int world_size, Problems& problems) {
 void validate_parallel(const Config& c, Problems& problems) {
   const ParallelConfig& p = c.parallel;
   const ModelConfig& m = c.model;
+  if (p.reduce_dtype == Precision::kFp8)
+    problems.push_back(
+        "config: parallel.reduce_dtype = fp8 is a compute precision, not a reduction dtype; set "
+        "parallel.reduce_dtype to fp32 or bf16");
   // Tensor parallelism splits heads, kv heads and the MLP width (and with SP the sequence) over tp.
   const std::string tp_fix = "tensor parallelism splits it evenly, so pick a tp that divides it";
   require_divisible(problems, "model.heads", m.heads, "parallel.tp", p.tp, tp_fix);

@@ -1,4 +1,7 @@
-// The train section: its rows of the field table and the rule on the profiled steps.
+// The train section: its rows of the field table, the rule on the profiled steps and FP8's rules on
+// the shapes its products take.
+#include <utility>
+
 #include "runtime/config/config_fields.h"
 
 namespace atl::runtime::config_detail {
@@ -25,7 +28,12 @@ std::vector<Field> train_fields() {
       train("profile_steps", &TrainConfig::profile_steps, "Steps the trace covers from train.profile_start.",
             at_least(1)),
       train("precision", &TrainConfig::precision,
-            "bf16: bf16 compute with fp32 gradients, master weights and optimizer state."),
+            "bf16: bf16 compute with fp32 gradients, master weights and optimizer state; fp8: as bf16, "
+            "with the decoder layers' linear products (forward and both gradients) in FP8 on a GPU of "
+            "compute capability 9.0+."),
+      train("fp8_scaling", &TrainConfig::fp8_scaling,
+            "FP8 scales from each tensor's own maximum: one per tensor (gradients E5M2), or one per row "
+            "of each product's operands (gradients E4M3); under train.precision fp8."),
       train("on_nonfinite", &TrainConfig::on_nonfinite,
             "A NaN/Inf loss or gradient norm: skip the step's update, or stop (checkpoint, exit 3)."),
       train("recompute", &TrainConfig::recompute,
@@ -33,7 +41,47 @@ std::vector<Field> train_fields() {
   };
 }
 
+namespace {
+
+// FP8's products run through cuBLASLt, whose FP8 kernels take dimensions in multiples of 16: each
+// decoder linear layer's input and output widths on a tp rank, and (the weight gradient sums over
+// them) the tokens of a training microbatch. Checked where the split itself is valid (else that
+// problem is reported).
+void validate_fp8(const Config& c, Problems& problems) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.parallel;
+  if (m.heads < 1 || p.tp < 1 || m.dim % m.heads != 0 || m.ffn % p.tp != 0 || m.kv_heads % p.tp != 0 ||
+      m.heads % p.tp != 0)
+    return;
+  const int64_t head_dim = m.dim / m.heads;
+  const std::vector<std::pair<std::string, int64_t>> widths = {
+      {"model.dim", m.dim},
+      {"model.dim / parallel.tp", m.dim / p.tp},
+      {"model.kv_heads * head size / parallel.tp", m.kv_heads * head_dim / p.tp},
+      {"model.ffn / parallel.tp", m.ffn / p.tp}};
+  for (const auto& [name, width] : widths)
+    if (width % 16 != 0)
+      problems.push_back(
+          "config: train.precision = fp8 needs every decoder linear layer's widths on a tp "
+          "rank to be multiples of 16 (cuBLASLt's FP8 products); " +
+          name + " = " + std::to_string(width) + " is not; change the model's shape or " +
+          "parallel.tp, or set train.precision: bf16");
+  const int64_t split = int64_t{p.islands} * p.dp * p.microbatches;
+  if (split < 1 || c.train.global_batch % split != 0) return;
+  const int64_t tokens = c.train.global_batch / split * m.seq;
+  if (tokens % 16 != 0)
+    problems.push_back(
+        "config: train.precision = fp8 needs a microbatch's tokens (train.global_batch / "
+        "(parallel.islands*parallel.dp*parallel.microbatches) * model.seq = " +
+        std::to_string(tokens) +
+        ") to be a multiple of 16 (the FP8 weight-gradient product sums over them); change "
+        "model.seq or the batch split, or set train.precision: bf16");
+}
+
+}  // namespace
+
 void validate_train(const Config& c, Problems& problems) {
+  if (c.train.precision == Precision::kFp8) validate_fp8(c, problems);
   if (c.train.profile_start > 0 && int64_t{c.train.profile_start} + c.train.profile_steps - 1 > c.train.steps)
     problems.push_back("config: train.profile_start = " + std::to_string(c.train.profile_start) + " with " +
                        "train.profile_steps = " + std::to_string(c.train.profile_steps) + " ends after " +

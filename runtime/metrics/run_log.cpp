@@ -115,13 +115,13 @@ void RunLog::gpu_peaks(const std::string& gpu_name, const c10::Device& device,
                        std::optional<double> measured_peak, Precision precision) {
   datasheet_peak_flops_ = datasheet_bf16_peak_flops(gpu_name);
   if (quiet()) return;
-  const double bf16 = precision == Precision::kBf16 && measured_peak
+  const double bf16 = storage_precision(precision) == Precision::kBf16 && measured_peak
                           ? *measured_peak
                           : measure_matmul_peak_flops(at::kBFloat16, device);
   const double tf32 = measure_tf32_matmul_peak_flops(device);
   line(formatted(
       "peak: %s measured %.0f TFLOP/s bf16, %.0f TFLOP/s tf32 (MFU against %s); datasheet dense bf16 %s",
-      gpu_name.c_str(), bf16 / 1e12, tf32 / 1e12, std::string(name_of(precision)).c_str(),
+      gpu_name.c_str(), bf16 / 1e12, tf32 / 1e12, std::string(name_of(storage_precision(precision))).c_str(),
       datasheet_peak_flops_ ? formatted("%.0f TFLOP/s", *datasheet_peak_flops_ / 1e12).c_str()
                             : "unknown for this GPU"));
 }

@@ -96,4 +96,23 @@ class Fp8WeightCache {
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& weight, const Fp8Recipe& recipe = {},
                       Fp8WeightCache* cache = nullptr, const at::Tensor& product = {});
 
+// The FP8 linear layers of a rank's model chunks (train.precision fp8): the recipe and one weight
+// cache all chunks share. start_step before each pass over the model whose weights may have changed
+// since the last: each training step's microbatches, each evaluation.
+class Fp8Linears {
+ public:
+  explicit Fp8Linears(const Fp8Recipe& recipe) : recipe_(recipe), cache_(recipe.scaling) {}
+  // fp8_linear with this recipe and cache.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& product = {}) {
+    return fp8_linear(x, weight, recipe_, &cache_, product);
+  }
+  void start_step() { cache_.start_step(); }
+  const Fp8Recipe& recipe() const { return recipe_; }
+  const Fp8WeightCache& cache() const { return cache_; }
+
+ private:
+  Fp8Recipe recipe_;
+  Fp8WeightCache cache_;
+};
+
 }  // namespace atl::runtime

@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "runtime/config/config.h"
+
 namespace atl::runtime {
 
 // E4M3 (at::kFloat8_e4m3fn: 3 mantissa bits, largest 448, no infinity) and E5M2 (at::kFloat8_e5m2:
@@ -39,10 +41,8 @@ double fp8_smallest_subnormal(Fp8Format format);
 // The smallest amax the scale divides by (the floor above).
 inline constexpr float kFp8AmaxFloor = 1e-12f;
 
-enum class Fp8Scaling {
-  kTensorwise,  // one scale for the whole tensor
-  kRowwise,     // one scale per row of a [rows, cols] matrix, from that row's maximum
-};
+// Fp8Scaling (runtime/config/config.h, train.fp8_scaling): kTensorwise, one scale for the whole
+// tensor; kRowwise, one scale per row of a [rows, cols] matrix, from that row's maximum.
 
 // An FP8 tensor and the factor that dequantizes it: `data` (at::kFloat8_e4m3fn or at::kFloat8_e5m2),
 // `inverse_scale` fp32 on data's device, a 0-dim tensor (tensorwise) or [rows, 1] (rowwise) -- the

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 namespace atl::runtime {
@@ -148,7 +149,7 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
                        comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
                        parallel::ParameterGate* gate, const ModelKernels& kernels, Recompute recompute,
-                       parallel::WeightGradientSink* weight_gradients)
+                       parallel::WeightGradientSink* weight_gradients, Fp8Linears* fp8)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
@@ -158,7 +159,12 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       kernels_(kernels),
       recompute_(recompute),
       weight_gradients_(weight_gradients),
+      fp8_(fp8),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
+  if (fp8_ && weight_gradients_)
+    throw std::invalid_argument(
+        "LlamaModel: FP8 linear layers hand their weight gradients to autograd, not to a weight-gradient "
+        "sink");
   if (part_.embedding || (part_.head && config.tie_embeddings))
     embed_ = params.value("model.embed_tokens.weight");
   for (int i = part_.first_layer; i < part_.end_layer; ++i) {
@@ -187,7 +193,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
 
 at::Tensor LlamaModel::linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                               Product use) const {
-  return linear_through(tape, x, weight, use, weight_gradients_);
+  return linear_through(tape, x, weight, use, weight_gradients_, fp8_);
 }
 
 at::Tensor LlamaModel::rms_norm(const at::Tensor& x, const at::Tensor& weight_in) const {

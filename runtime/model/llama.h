@@ -60,11 +60,14 @@ class LlamaModel {
   // (recompute.h; evaluation and inference never record, so never recompute).
   // `weight_gradients`: where the decoder layers' linear weights land their gradients (the
   // data-parallel engine's buffer, kernels.fused_weight_grad; sink_linear.h). Null: autograd's .grad.
+  // `fp8`: the decoder layers' linear products (q, k, v, o, gate, up, down) in FP8 (train.precision
+  // fp8, fp8_linear.h); the embedding, attention, norms, LM head and loss keep the parameters' dtype.
+  // Not with `weight_gradients` (std::invalid_argument).
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
              bool sequence_parallel = false, const ModelPart& part = {},
              parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {},
-             Recompute recompute = Recompute::kNone,
-             parallel::WeightGradientSink* weight_gradients = nullptr);
+             Recompute recompute = Recompute::kNone, parallel::WeightGradientSink* weight_gradients = nullptr,
+             Fp8Linears* fp8 = nullptr);
   static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
@@ -130,7 +133,8 @@ class LlamaModel {
   // Whether the kernel is the fused one, which keeps no [seq, seq] probabilities for backward.
   bool attention_kernel_is_fused(const at::Tensor& like) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
-  // A decoder layer's x W^T (recompute.h's linear_through, handing W's gradient to weight_gradients_).
+  // A decoder layer's x W^T (recompute.h's linear_through, handing W's gradient to weight_gradients_,
+  // or in FP8 with fp8_).
   at::Tensor linear(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                     Product use = Product::kRereadInBackward) const;
   // Gate calls for units_[index], naming its neighbours for prefetching.
@@ -146,6 +150,7 @@ class LlamaModel {
   ModelKernels kernels_;
   Recompute recompute_;
   parallel::WeightGradientSink* weight_gradients_;
+  Fp8Linears* fp8_;
   std::vector<int> units_;  // the parameter units this part uses, in forward order
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;

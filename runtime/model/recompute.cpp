@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "runtime/model/fp8_linear.h"
 #include "runtime/model/sink_linear.h"
 
 namespace atl::runtime {
@@ -75,9 +76,9 @@ class RecomputedRegion : public torch::autograd::Function<RecomputedRegion> {
 }  // namespace
 
 at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Product use,
-                              parallel::WeightGradientSink* sink) {
+                              parallel::WeightGradientSink* sink, Fp8Linears* fp8) {
   if (!replaying_) {
-    at::Tensor product = at::linear(x, weight);
+    at::Tensor product = fp8 ? fp8->linear(x, weight) : at::linear(x, weight);
     kept_.push_back(use == Product::kRereadInBackward ? product : at::Tensor());
     return product;
   }
@@ -87,7 +88,8 @@ at::Tensor LinearTape::linear(const at::Tensor& x, const at::Tensor& weight, Pro
     shape.back() = weight.size(0);
     product = at::zeros({}, x.options()).expand(shape);
   }
-  // Backward from x and W, as at::linear's (sink_linear.h).
+  // Backward from x and W, as at::linear's (sink_linear.h), or as FP8's.
+  if (fp8) return fp8->linear(x, weight, product);
   return linear_from_product(x, weight, product, hands_to_sink(sink, x, weight) ? sink : nullptr);
 }
 
@@ -97,8 +99,9 @@ void LinearTape::rewind() {
 }
 
 at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight, Product use,
-                          parallel::WeightGradientSink* sink) {
-  if (tape) return tape->linear(x, weight, use, sink);
+                          parallel::WeightGradientSink* sink, Fp8Linears* fp8) {
+  if (tape) return tape->linear(x, weight, use, sink, fp8);
+  if (fp8) return fp8->linear(x, weight);
   if (hands_to_sink(sink, x, weight)) return linear_from_product(x, weight, at::Tensor(), sink);
   return at::linear(x, weight);
 }

@@ -18,6 +18,8 @@
 
 namespace atl::runtime {
 
+class Fp8Linears;  // fp8_linear.h
+
 // What a region's rerun needs of a linear layer's product: its value (read by the ops after it,
 // whose backward needs it: a norm, the SwiGLU product, the attention kernel), or only its place in
 // the graph (the product leaves the region, or goes only through ops whose backward needs no input
@@ -32,9 +34,10 @@ class LinearTape {
   // x W^T. First run: computes it and keeps it if `use` says the rerun reads it. Rerun: the kept
   // product (or zeros), wired into autograd so that backward computes x's and W's gradients as
   // at::linear's backward does -- from x and W, never from the product -- W's handed to `sink`
-  // where hands_to_sink says so (sink_linear.h).
+  // where hands_to_sink says so (sink_linear.h). With `fp8`, the product and both gradients are
+  // FP8's (fp8_linear.h) on either run.
   at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, Product use,
-                    parallel::WeightGradientSink* sink = nullptr);
+                    parallel::WeightGradientSink* sink = nullptr, Fp8Linears* fp8 = nullptr);
   // Before the rerun: hand the kept products back from the first.
   void rewind();
 
@@ -45,10 +48,10 @@ class LinearTape {
 };
 
 // x W^T through `tape` where there is one, else at::linear -- or, where hands_to_sink says so,
-// with W's gradient handed to `sink` (sink_linear.h).
+// with W's gradient handed to `sink` (sink_linear.h); with `fp8` (not with a sink), FP8's.
 at::Tensor linear_through(LinearTape* tape, const at::Tensor& x, const at::Tensor& weight,
                           Product use = Product::kRereadInBackward,
-                          parallel::WeightGradientSink* sink = nullptr);
+                          parallel::WeightGradientSink* sink = nullptr, Fp8Linears* fp8 = nullptr);
 
 // A region: its outputs from its inputs and the parameters it reads (it must read them from
 // `parameters`, nothing else); linear layers go through `tape` (null: computed).

@@ -181,6 +181,9 @@ expect_error first_grad_copy_zero2 "kernels.first_grad_copy = true cannot apply 
   2 train "$work/tiny.yaml" --set parallel.zero=2 --set kernels.first_grad_copy=true
 expect_error fused_clip_cpu "kernels.fused_clip = true cannot apply on the CPU with kernels.fused_adamw = auto \(off on the CPU; .*\); set kernels.fused_adamw: true, or kernels.fused_clip to auto or false" \
   2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_clip=true
+# FP8 needs a GPU's FP8 tensor cores: on the CPU one line names the setting, the value and the fix.
+expect_error fp8_cpu "train.precision = fp8 needs a GPU of compute capability 9.0\+ \(FP8 tensor cores, through cuBLASLt\); this rank runs on the CPU; set train.precision: bf16" \
+  2 train "$work/tiny.yaml" --set run.device=cpu --set train.precision=fp8
 
 # Config, data and checkpoint mistakes added with the operations work (exit codes, on_nonfinite,
 # watchdog settings, fault hooks), and checkpoints that cannot be resumed from.

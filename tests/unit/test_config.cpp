@@ -178,8 +178,11 @@ TEST(ConfigErrors, OutOfRangeValuesGiveTheRangeAndAFix) {
        {"parallel.schedule = 'zigzag' is not one of gpipe, 1f1b, interleaved; set parallel.schedule to one "
         "of"}},
       {"parallel: {reduce_dtype: fp16}",
-       {"parallel.reduce_dtype = 'fp16' is not one of fp32, bf16; set parallel.reduce_dtype to one of"}},
-      {"train: {precision: fp8}", {"train.precision = 'fp8' is not one of fp32, bf16; set train.precision"}},
+       {"parallel.reduce_dtype = 'fp16' is not one of fp32, bf16, fp8; set parallel.reduce_dtype to one of"}},
+      {"train: {precision: fp4}",
+       {"train.precision = 'fp4' is not one of fp32, bf16, fp8; set train.precision"}},
+      {"train: {fp8_scaling: blockwise}",
+       {"train.fp8_scaling = 'blockwise' is not one of tensorwise, rowwise; set train.fp8_scaling"}},
       {"train: {steps: 0}", {"train.steps = 0 must be >= 1"}},
       {"train: {log_every: 0}", {"train.log_every = 0 must be >= 1"}},
       {"train: {eval_every: -1}", {"train.eval_every = -1 must be >= 0"}},
@@ -362,7 +365,7 @@ parallel: { islands: 2, pp: 2, dp: 3, tp: 2, zero: 2, microbatches: 4, schedule:
             virtual_stages: 2, bucket_mb: 12.5, reduce_dtype: bf16, sequence_parallel: true, stage_layers: [1, 2, 1] }
 train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16,
             on_nonfinite: skip, recompute: selective, sample_every: 7, sample_prompt: "def #: ", sample_tokens: 9,
-            profile_start: 4, profile_steps: 2 }
+            profile_start: 4, profile_steps: 2, fp8_scaling: rowwise }
 optim:    { lr: 1.5e-4, min_lr: 0, warmup: 2, betas: [0.8, 0.99], eps: 1.0e-10, weight_decay: 0.01,
             grad_clip: 0.5, schedule: wsd }
 kernels:  { fused_adamw: false, fused_clip: true, first_grad_copy: false, fused_weight_grad: true, fused_rms_norm: true, native_gqa: false,

@@ -4,7 +4,9 @@
 // mantissa bits allow, the emulated product against LibTorch's CPU at::_scaled_mm (the call the GPU
 // makes, with the same arguments), fp8_linear's forward and both gradients bit for bit against a
 // product of hand-quantized operands, and within a bound derived from the FP8 unit roundoff of the
-// fp32 layer's; and the weight cache's once-a-step quantization.
+// fp32 layer's; the weight cache's once-a-step quantization; the model's decoder linear layers in FP8
+// (and nothing else), the same under recomputation; train.precision fp8's config rules and its
+// refusal on the CPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -16,8 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "comm/single_rank_communicator.h"
+#include "parallel/flat_parameters.h"
+#include "runtime/config/config.h"
 #include "runtime/model/fp8_linear.h"
 #include "runtime/model/fp8_tensor.h"
+#include "runtime/model/llama.h"
+#include "runtime/parallelize.h"
 
 // The tests and their helpers in a namespace of their own: the unit tests compile in unity batches.
 namespace fp8_unit_test {
@@ -486,6 +493,121 @@ TEST(Fp8Linear, TheRecipesDefaultGradientFormatFollowsTheScaling) {
   EXPECT_EQ(atl::runtime::Fp8Recipe{}.gradient_format, Fp8Format::kE5M2);
   EXPECT_EQ(atl::runtime::Fp8Recipe::with_scaling(Fp8Scaling::kTensorwise).gradient_format, Fp8Format::kE5M2);
   EXPECT_EQ(atl::runtime::Fp8Recipe::with_scaling(Fp8Scaling::kRowwise).gradient_format, Fp8Format::kE4M3);
+}
+
+// A two-layer model on the CPU (the emulated products), one microbatch's loss and the flat gradients.
+struct ModelRun {
+  at::Tensor loss, grads;
+  size_t cached_weights = 0;
+};
+
+ModelRun run_model(atl::runtime::Recompute recompute, bool fp8) {
+  atl::runtime::ModelConfig config;
+  config.vocab = 64;
+  config.dim = 32;
+  config.layers = 2;
+  config.heads = 2;
+  config.kv_heads = 1;
+  config.ffn = 64;
+  config.seq = 16;
+  atl::parallel::FlatParameters params(atl::runtime::LlamaModel::param_infos(config), at::kFloat);
+  atl::runtime::initialize_parameters(config, 7, params);
+  atl::comm::SingleRankCommunicator tp("tp");
+  atl::runtime::Fp8Linears linears(atl::runtime::Fp8Recipe::with_scaling(Fp8Scaling::kTensorwise));
+  const atl::runtime::LlamaModel model(config, params, tp, false, {}, nullptr, {}, recompute, nullptr,
+                                       fp8 ? &linears : nullptr);
+  at::manual_seed(8);
+  const at::Tensor tokens = at::randint(0, config.vocab, {3, config.seq});
+  const at::Tensor targets = at::randint(0, config.vocab, {3, config.seq});
+  params.zero_grads();
+  const at::Tensor loss = model.loss(tokens, targets);
+  loss.backward();
+  return {loss.detach(), params.grads().clone(), linears.cache().entries()};
+}
+
+// Each decoder layer's seven linear weights (q, k, v, o, gate, up, down) go through FP8 -- one cache
+// entry each -- and nothing else does (the embedding and the head stay out); a recomputed layer
+// reruns the same FP8 products, so the loss and every gradient are those without recomputation, bit
+// for bit; and the model stays close to the fp32 one.
+TEST(Fp8Model, TheDecoderLinearLayersRunInFp8) {
+  using atl::runtime::Recompute;
+  const ModelRun fp8 = run_model(Recompute::kNone, true);
+  EXPECT_EQ(fp8.cached_weights, 2u * 7u);
+  for (const Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+    const ModelRun again = run_model(recompute, true);
+    EXPECT_TRUE(same_bits(again.loss, fp8.loss)) << name_of(recompute);
+    EXPECT_TRUE(same_bits(again.grads, fp8.grads)) << name_of(recompute);
+    EXPECT_EQ(again.cached_weights, 2u * 7u) << name_of(recompute);
+  }
+  const ModelRun fp32 = run_model(Recompute::kNone, false);
+  EXPECT_EQ(fp32.cached_weights, 0u);
+  EXPECT_FALSE(same_bits(fp8.loss, fp32.loss));
+  const double loss_error = std::abs(fp8.loss.item<double>() / fp32.loss.item<double>() - 1);
+  const double grad_error = ((fp8.grads - fp32.grads).norm() / fp32.grads.norm()).item<double>();
+  std::cout << "two-layer model, FP8 against fp32: loss " << fp8.loss.item<double>() << " against "
+            << fp32.loss.item<double>() << ", gradient error " << grad_error << " of its norm" << std::endl;
+  EXPECT_LT(loss_error, 0.01);
+  EXPECT_LT(grad_error, 0.1);
+}
+
+std::vector<std::string> layout_problems(const std::vector<std::string>& overrides) {
+  return atl::runtime::validate_layout(atl::runtime::parse_config("", overrides), 1);
+}
+
+bool has_line(const std::vector<std::string>& problems, const std::string& line) {
+  return std::find(problems.begin(), problems.end(), line) != problems.end();
+}
+
+TEST(Fp8Config, PrecisionFp8AndItsRules) {
+  const atl::runtime::Config fp8 = atl::runtime::parse_config("", {"train.precision=fp8"});
+  EXPECT_EQ(fp8.train.precision, atl::runtime::Precision::kFp8);
+  EXPECT_EQ(atl::runtime::storage_precision(fp8.train.precision), atl::runtime::Precision::kBf16);
+  EXPECT_EQ(atl::runtime::element_bytes(fp8.train.precision), 2);
+  EXPECT_EQ(atl::runtime::parse_config("", {"train.fp8_scaling=rowwise"}).train.fp8_scaling,
+            Fp8Scaling::kRowwise);
+  EXPECT_TRUE(layout_problems({"train.precision=fp8"}).empty());
+  EXPECT_TRUE(
+      has_line(layout_problems({"train.precision=fp8", "kernels.fused_weight_grad=true"}),
+               "config: kernels.fused_weight_grad = true cannot apply with train.precision = fp8 (the FP8 "
+               "weight gradient reaches the buffer through autograd); set it to auto or false, or "
+               "train.precision to bf16"));
+  EXPECT_TRUE(
+      has_line(layout_problems({"parallel.reduce_dtype=fp8"}),
+               "config: parallel.reduce_dtype = fp8 is a compute precision, not a reduction dtype; set "
+               "parallel.reduce_dtype to fp32 or bf16"));
+  EXPECT_TRUE(
+      has_line(layout_problems({"train.precision=fp8", "model.ffn=680", "parallel.tp=1"}),
+               "config: train.precision = fp8 needs every decoder linear layer's widths on a tp rank to be "
+               "multiples of 16 (cuBLASLt's FP8 products); model.ffn / parallel.tp = 680 is not; change "
+               "the model's shape or parallel.tp, or set train.precision: bf16"));
+  EXPECT_TRUE(
+      has_line(layout_problems({"train.precision=fp8", "model.seq=24", "train.global_batch=1"}),
+               "config: train.precision = fp8 needs a microbatch's tokens (train.global_batch / "
+               "(parallel.islands*parallel.dp*parallel.microbatches) * model.seq = 24) to be a multiple "
+               "of 16 (the FP8 weight-gradient product sums over them); change model.seq or the batch "
+               "split, or set train.precision: bf16"));
+  EXPECT_TRUE(layout_problems({"model.ffn=680"}).empty()) << "bf16 and fp32 take any width";
+}
+
+// On the CPU fp8 is one line naming the setting, the value and the fix (atoll train exits 2 with it).
+TEST(Fp8Config, RefusedOnTheCpuWithOneLine) {
+  const atl::runtime::Config fp8 = atl::runtime::parse_config("", {"train.precision=fp8"});
+  try {
+    atl::runtime::resolve_kernels(fp8, c10::Device(c10::kCPU));
+    ADD_FAILURE() << "train.precision fp8 resolved on the CPU";
+  } catch (const atl::runtime::ConfigError& e) {
+    EXPECT_EQ(e.problems(),
+              std::vector<std::string>{"config: train.precision = fp8 needs a GPU of compute "
+                                       "capability 9.0+ (FP8 tensor cores, through cuBLASLt); this "
+                                       "rank runs on the CPU; set train.precision: bf16"});
+  }
+  // On a GPU, kernels.fused_weight_grad's auto stays off under fp8, and the start-up line says why.
+  atl::runtime::KernelLevers levers;
+  levers.fused_adamw = levers.fused_clip = levers.first_grad_copy = true;
+  EXPECT_EQ(
+      atl::runtime::kernels_line(fp8, levers),
+      "kernels: fused_adamw on (auto), fused_clip on (auto), first_grad_copy on (auto), fused_weight_grad "
+      "off (auto: train.precision = fp8)");
 }
 
 }  // namespace fp8_unit_test
