@@ -14,8 +14,8 @@
 #include <unordered_set>
 
 #include "runtime/data/html_text.h"
-#include "runtime/host/usable_cpus.h"
 #include "runtime/data/token_shard.h"
+#include "runtime/host/usable_cpus.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_training.h"
 

@@ -95,9 +95,10 @@ TrainedModel load_trained_model(const std::string& path) {
   // A checkpoints folder: the newest checkpoint that loads, as checkpoint.resume: auto takes it.
   const std::vector<std::string> committed = checkpoint::committed_checkpoints(path);
   if (committed.empty())
-    throw std::invalid_argument(path +
-                                " holds neither a checkpoint (manifest.pb, or step-N folders) nor a Hugging Face "
-                                "model (config.json); pass run/checkpoints, a step-N in it, or an export");
+    throw std::invalid_argument(
+        path +
+        " holds neither a checkpoint (manifest.pb, or step-N folders) nor a Hugging Face "
+        "model (config.json); pass run/checkpoints, a step-N in it, or an export");
   std::string skipped;
   for (const std::string& dir : committed) {
     try {
