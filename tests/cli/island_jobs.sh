@@ -46,7 +46,7 @@ island_jobs() {
   wait_for_jobs
 }
 island_jobs first "" --set train.steps=16
-if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "^rank .*island" "$work/first-1.log"; then
+if [[ ${statuses[*]} == "0 0 0" ]] && grep -q "^rank .*island" "$work/$run_dirs-1/ranks.txt"; then
   check ok "three island jobs (one mpirun each) met at atoll rendezvous on port $port and ran 16 steps"
 else
   check fail "island jobs (exit ${statuses[*]})" "$work/first-1.log"

@@ -52,9 +52,10 @@ phi() {
 outer_bytes() { grep "^step    12/12 | loss" "$work/$1-$2.log" | sed -n 's/.*| outer \([^|]*\) in all.*/\1/p'; }
 
 islands mixed "--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1" ""
-# Island 0's rank table ends with its rank 3 (the fourth of four on this host) at island 0, pp 0,
-# dp 1, tp 1; the four ranks' link carried the model once per round, as the one-rank island's did.
-if [[ ${statuses[*]} == "0 0" ]] && grep -qE "^ +3 +[^ ]+ +3/4 +[^ ]+ +0 +0 +1 +1$" "$work/mixed-0.log" &&
+# Island 0's rank table (run.dir/ranks.txt) ends with its rank 3 (the fourth of four on this host)
+# at island 0, pp 0, dp 1, tp 1; the four ranks' link carried the model once per round, as the
+# one-rank island's did.
+if [[ ${statuses[*]} == "0 0" ]] && grep -qE "^ +3 +[^ ]+ +3/4 +[^ ]+ +0 +0 +1 +1$" "$work/mixed-0/ranks.txt" &&
     [[ -n $(outer_bytes mixed 1) && $(outer_bytes mixed 0) == "$(outer_bytes mixed 1)" ]]; then
   check ok "an island of tp=2 x dp=2 with ZeRO-1 and an island of one rank trained 12 steps together, each sending $(outer_bytes mixed 0)"
 else
