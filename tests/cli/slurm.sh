@@ -7,7 +7,7 @@
 #   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
 #     to every task); each finishes its step, one checkpoint is committed, the job ends 0; the job
 #     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
-#   - a rank killed with kill -9: the launcher relaunches through srun from the last checkpoint
+#   - a rank killed with kill -9 under srun --kill-on-bad-exit=1: the launcher relaunches through srun from the last checkpoint
 #     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends;
 #   - two island jobs as two allocations meeting at an `atoll rendezvous`: bitwise the single-world run;
 #   - a Slurm without the pmix plugin: one line naming what srun offers, exit 2.
@@ -67,30 +67,41 @@ if wants preempt || wants restart; then
 "$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
 fi
 
-if wants preempt; then
-# Preemption: SIGTERM from Slurm to the job's tasks, then the job again.
-# One rank is held (SIGSTOP) past step 30 until Slurm's SIGTERM is pending in it, so that however
-# long slurmctld -> slurmd -> slurmstepd takes to deliver it under load, the job cannot end first:
-# the other rank waits for the held one at its next collective.
-id=$(sbatch_launch preempt --ntasks=2 -- "${long[@]}")
-for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
-  grep -q '"step":30,' "$work/preempt/metrics.jsonl" 2>/dev/null && break
-  [[ -z $(slurm_job_state "$id") ]] && break
-  sleep 0.05
-done
-held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/preempt" | head -1)
-[[ -n $held ]] && kill -STOP "$held"
-scancel --signal=TERM "$id"
-if [[ -n $held ]]; then
-  for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
-    signal_pending "$held" 15 || ! process_stopped "$held" && break
-    sleep 0.1
+# preempt_job NAME SCANCEL_ARGS...: the long run as job NAME (2 ranks), signalled with `scancel
+# SCANCEL_ARGS JOBID` past step 30, waited for until it ends; sets $reached (the step metrics.jsonl
+# records the preemption at, empty if none) and $exit_code (the job's ` ExitCode=` in scontrol).
+# One rank is held (SIGSTOP) past step 30 until SIGTERM is pending in it, so that however long the
+# signal takes to arrive under load (slurmctld -> slurmd -> slurmstepd, and through atoll launch and
+# srun when it goes to the batch shell), the job cannot end first: the other rank waits for the held
+# one at its next collective.
+preempt_job() {
+  local name=$1 id held _
+  shift
+  id=$(sbatch_launch "$name" --ntasks=2 -- "${long[@]}")
+  for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
+    grep -q '"step":30,' "$work/$name/metrics.jsonl" 2>/dev/null && break
+    [[ -z $(slurm_job_state "$id") ]] && break
+    sleep 0.05
   done
-  kill -CONT "$held"
-fi
-for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
-reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/preempt/metrics.jsonl" 2>/dev/null | grep -o '[0-9]*$')
-exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
+  held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/$name" | head -1)
+  [[ -n $held ]] && kill -STOP "$held"
+  scancel "$@" "$id"
+  if [[ -n $held ]]; then
+    for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
+      signal_pending "$held" 15 || ! process_stopped "$held" && break
+      sleep 0.1
+    done
+    kill -CONT "$held"
+  fi
+  for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done  # at most 60 s
+  reached=$(grep -o '"event":"preempted","step":[0-9]*' "$work/$name/metrics.jsonl" 2>/dev/null | grep -o '[0-9]*$')
+  exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
+}
+
+if wants preempt; then
+# Preemption as `scancel --signal=TERM` sends it: to every process of the job's steps (not the batch
+# shell), the ranks among them; then the job again.
+preempt_job preempt --signal=TERM
 if [[ -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
     && grep -q "preempted by SIGTERM at step $reached: .*step-$reached committed" "$work/preempt.out"; then
   check ok "scancel --signal=TERM: the ranks stop at step $reached, step-$reached committed, the job ends 0"
@@ -109,8 +120,10 @@ fi
 fi
 
 if wants restart; then
-# A rank killed with kill -9 inside the allocation: atoll launch (the job script's --max-restarts 2)
-# names it, relaunches through srun from the last checkpoint, and ends where the uninterrupted run ends.
+# A rank killed with kill -9 inside the allocation, as a node lost under Slurm ends its ranks:
+# srun --kill-on-bad-exit=1 ends the step's other ranks, atoll launch (the job script's
+# --max-restarts 2) names the dead one, relaunches through srun from the last checkpoint, and the
+# job ends where the uninterrupted run ends.
 id=$(sbatch_launch restart --ntasks=2 -- "${long[@]}" --set checkpoint.every=20)
 for _ in $(seq 1 1200); do  # until step 50 is recorded (at most 60 s)
   grep -q '"step":50,' "$work/restart/metrics.jsonl" 2>/dev/null && break
@@ -121,7 +134,8 @@ victim=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/restart
 [[ -n $victim ]] && kill -9 "$victim"
 for _ in $(seq 1 1200); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done
 exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | head -1)
-if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.out" \
+if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix" "$work/restart.out" \
+    && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.out" \
     && grep -q "restart 1 of 2" "$work/restart.out" && grep -q '"event":"restart"' "$work/restart/metrics.jsonl" \
     && same_files "$work/whole/checkpoints/step-200" "$work/restart/checkpoints/step-200"; then
   check ok "kill -9 of a rank (pid $victim) past step 50: relaunched through srun, final state bitwise equal to the uninterrupted run"
@@ -157,9 +171,15 @@ fi
 if wants nopmix; then
 # A Slurm without the pmix plugin (the same cluster, its clients reading a plugin directory that
 # lacks mpi_pmix*): atoll launch --slurm stops before srun with one line naming what srun offers, exit 2.
+# The plugin directories are the running cluster's (slurm.conf names none, so they are the ones
+# Slurm was built with: Debian's /usr/lib/<triplet>/slurm-wlm, /usr/lib64/slurm on RPM systems, a
+# colon-separated list where a site has several), as slurmctld reports them, not a path of this host.
 mkdir -p "$slurm_dir/plugins-without-pmix"
-for plugin in /usr/lib/x86_64-linux-gnu/slurm-wlm/*; do
-  [[ $(basename "$plugin") == mpi_pmix* ]] || ln -s "$plugin" "$slurm_dir/plugins-without-pmix/"
+IFS=: read -ra plugin_dirs <<<"$(scontrol show config | awk '$1 == "PluginDir" {print $3}')"
+for plugin_dir in "${plugin_dirs[@]}"; do
+  for plugin in "$plugin_dir"/*; do
+    [[ $(basename "$plugin") == mpi_pmix* ]] || ln -sf "$plugin" "$slurm_dir/plugins-without-pmix/"
+  done
 done
 { cat "$SLURM_CONF"; echo "PluginDir=$slurm_dir/plugins-without-pmix"; } >"$slurm_dir/without-pmix.conf"
 # (salloc, whose command keeps the caller's SLURM_CONF: a batch job's is reset to slurmd's.)
@@ -170,7 +190,7 @@ if [[ $status -eq $EXIT_BAD_INPUT && $(grep -c . "$work/nopmix.out") -eq 1 ]] \
     && grep -q "^atoll: error: --slurm: srun has no pmix MPI plugin (srun --mpi=list offers: none, cray_shasta, pmi2)" "$work/nopmix.out"; then
   check ok "a Slurm without pmix: one line naming what srun offers, exit 2 before any rank starts"
 else
-  check fail "a Slurm without pmix (exit $status)" "$work/nopmix.out"
+  check fail "a Slurm without pmix (exit $status, PluginDir '${plugin_dirs[*]}')" "$work/nopmix.out"
 fi
 fi
 finish
