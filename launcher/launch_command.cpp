@@ -188,15 +188,17 @@ std::vector<std::string> job_command(const LaunchRequest& request, const ConfigA
 // How the launcher runs mpirun or srun: signals to it translated, in a process group of its own.
 ChildOptions launcher_child_options(LaunchMode mode) {
   ChildOptions options;
-  // mpirun ends the job on SIGTERM but passes SIGUSR1 on to every rank; srun passes both. In a
-  // process group of its own, mpirun hears of a SIGTERM to ours only through this translation.
+  // mpirun ends the job on SIGTERM, and srun SIGKILLs its step on it ("srun: forcing job
+  // termination"); both pass SIGUSR1 on to every rank. In a process group of their own, they
+  // hear of a SIGTERM to ours (Slurm's --signal=B:TERM, to the batch shell) only through this.
   options.forward = [mode](int signal) {
-    const int sent = signal == SIGINT || mode == LaunchMode::kSlurm ? signal : SIGUSR1;
+    const int sent = signal == SIGINT ? signal : SIGUSR1;
     // The ranks see the forwarded signal: name the one the user sent here, once.
     if (signal == SIGTERM || signal == SIGUSR1)
       std::cout << "atoll launch: " << runtime::signal_name(signal)
                 << " received: every rank finishes its step, commits a checkpoint and exits 0"
-                << (sent != signal ? " (mpirun passes it to the ranks as " + runtime::signal_name(sent) + ")"
+                << (sent != signal ? std::string(mode == LaunchMode::kSlurm ? " (srun" : " (mpirun") +
+                                       " passes it to the ranks as " + runtime::signal_name(sent) + ")"
                                    : std::string())
                 << std::endl;
     return sent;

@@ -117,6 +117,17 @@ if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached
 else
   check fail "the resubmitted job (exit $status)" "$work/preempt.out"
 fi
+# Preemption as the job script's `#SBATCH --signal=B:TERM@120` sends it: SIGTERM to the batch shell
+# alone, which `exec` made atoll launch; it says so and passes it to srun as SIGUSR1 (srun's step
+# would end at once on a SIGTERM), which srun passes to the ranks.
+preempt_job preempt-batch --batch --signal=TERM
+if [[ -n $reached && $(latest_step "$work/preempt-batch") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+    && grep -q "^atoll launch: SIGTERM received: every rank finishes its step, commits a checkpoint and exits 0 (srun passes it to the ranks as SIGUSR1)$" "$work/preempt-batch.out" \
+    && grep -q "preempted by SIGUSR1 at step $reached: .*step-$reached committed" "$work/preempt-batch.out"; then
+  check ok "scancel --batch --signal=TERM (--signal=B:TERM): atoll launch passes it through srun, the ranks stop at step $reached, step-$reached committed, the job ends 0"
+else
+  check fail "preemption through the batch shell (reached '$reached',$exit_code)" "$work/preempt-batch.out"
+fi
 fi
 
 if wants restart; then
