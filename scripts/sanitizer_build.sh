@@ -5,8 +5,9 @@
 #            the fuzz targets and the whole test suite come from this one build.
 #   thread:  build-tsan/, ThreadSanitizer.
 
-# What `sanitize.sh unit` runs needs built: the unit tests and every fuzz target's replay.
-sanitizer_unit_targets=(--target atoll_unit_tests --target fuzz_replays)
+# What `sanitize.sh unit` runs needs built: the unit tests, every fuzz target's replay, and the atoll
+# binary a unit test runs (`atoll data prepare`'s bad flags).
+sanitizer_unit_targets=(--target atoll_unit_tests --target fuzz_replays --target atoll)
 
 # sanitizer_build_dir MODE: the build directory of MODE (address or thread).
 sanitizer_build_dir() {
