@@ -250,13 +250,6 @@ std::string loss_at(const LossPoint& p) {
   return formatted("%.4f (step %lld)", p.loss, static_cast<long long>(p.step));
 }
 
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (value < 0 ? 1 : 0); i -= 3)
-    digits.insert(static_cast<size_t>(i), ",");
-  return digits;
-}
-
 std::string duration(double seconds) {
   // A damaged log can sum to anything: only a plausible time is cast and split into h/m/s.
   if (!(seconds < 1e12)) return formatted("%.3g s", seconds);
@@ -364,7 +357,7 @@ std::string summary_table(const RunSummary& s) {
   std::vector<std::pair<std::string, std::string>> rows;
   if (!s.run_dir.empty()) rows.emplace_back("run", s.run_dir);
   rows.emplace_back("steps completed", std::to_string(s.steps));
-  if (s.tokens) rows.emplace_back("tokens", with_commas(*s.tokens));
+  if (s.tokens) rows.emplace_back("tokens", runtime::with_commas(*s.tokens));
   if (s.first_loss && s.final_loss)
     rows.emplace_back("training loss",
                       "first " + loss_at(*s.first_loss) + ", final " + loss_at(*s.final_loss));

@@ -6,6 +6,13 @@
 
 namespace atl::runtime {
 
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > (value < 0 ? 1 : 0); i -= 3)
+    digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
 std::string formatted(const char* format, ...) {
   va_list args;
   va_start(args, format);

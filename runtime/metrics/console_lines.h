@@ -11,6 +11,9 @@
 
 namespace atl::runtime {
 
+// "12,345,678": a count a reader takes in at a glance.
+std::string with_commas(int64_t value);
+
 // printf into a std::string of the length the text needs.
 std::string formatted(const char* format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -61,27 +61,6 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// "12,345,678": counts a reader takes in at a glance.
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-// "1h02m", "3m12s", "42.1 s".
-std::string duration_text(double seconds) {
-  const auto whole = static_cast<int64_t>(seconds);
-  if (whole >= 3600)
-    return formatted("%lldh%02lldm", static_cast<long long>(whole / 3600),
-                     static_cast<long long>(whole % 3600 / 60));
-  if (whole >= 60)
-    return formatted("%lldm%02llds", static_cast<long long>(whole / 60), static_cast<long long>(whole % 60));
-  return formatted("%.1f s", seconds);
-}
-
 }  // namespace
 
 RunLog::RunLog(const Config& config, std::ostream* out, bool progress_bar, bool verbose)
@@ -137,18 +116,18 @@ void RunLog::summary(int world_size, int64_t train_sequences, const std::string&
       world_size, p.islands, p.pp, p.dp, p.tp, p.zero, std::string(name_of(c.train.precision)).c_str(),
       p.microbatches, p.microbatches == 1 ? "" : "es"));
   const int64_t tokens = static_cast<int64_t>(c.train.steps) * c.train.global_batch * c.model.seq;
+  // The global batch is the whole job's, islands included: every island reads its share of it.
   const double epochs = train_sequences > 0 ? static_cast<double>(c.train.steps) * c.train.global_batch /
-                                                  static_cast<double>(train_sequences * p.islands)
+                                                  static_cast<double>(train_sequences)
                                             : 0.0;
-  line("data: " + c.data.train + " (" + grouped(train_sequences) + " sequences of " +
+  line("data: " + c.data.train + " (" + with_commas(train_sequences) + " sequences of " +
        std::to_string(c.model.seq) + " tokens), validation " +
        (c.train.eval_every > 0 && c.train.eval_sequences > 0
             ? c.data.val + " (" + std::to_string(c.train.eval_sequences) + " sequences every " +
                   std::to_string(c.train.eval_every) + " steps)"
             : std::string("off")));
   line("train: " + std::to_string(c.train.steps) + " steps x " + std::to_string(c.train.global_batch) +
-       " sequences = " + grouped(tokens) + " tokens" + (p.islands > 1 ? " per island" : "") +
-       formatted(" (%.2f epochs)", epochs));
+       " sequences = " + with_commas(tokens) + " tokens" + formatted(" (%.2f epochs)", epochs));
   line(c.checkpoint.every > 0
            ? "checkpoints: every " + std::to_string(c.checkpoint.every) + " steps and after the last, " +
                  std::string(name_of(c.checkpoint.mode)) + ", keep " + std::to_string(c.checkpoint.keep) +
@@ -173,8 +152,8 @@ void RunLog::finished(int64_t step, const std::string& committed, const std::str
   if (last_loss_) record.add("last_loss", *last_loss_);
   if (last_val_loss_) record.add("last_val_loss", *last_val_loss_);
   metrics_->write(record);
-  line("done: step " + std::to_string(step) + " | " + std::to_string(steps) + " steps, " + grouped(tokens) +
-       " tokens in " + duration_text(seconds) +
+  line("done: step " + std::to_string(step) + " | " + std::to_string(steps) + " steps, " +
+       with_commas(tokens) + " tokens in " + format_duration(seconds) +
        (last_loss_ ? formatted(" | loss %.4f", *last_loss_) : std::string()) +
        (last_val_loss_ ? formatted(" | val loss %.4f", *last_val_loss_) : std::string()) + " | checkpoint " +
        (last_checkpoint_.empty() ? std::string("none") : last_checkpoint_));
