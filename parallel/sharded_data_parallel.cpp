@@ -158,7 +158,8 @@ ShardedDataParallel::ShardedDataParallel(FlatParameters& params, comm::Communica
   // Nothing to reduce and nothing to land: no hooks, no overhead.
   if (group_.size() == 1 && stage_ == 0 && !first_grad_copy_) return;
   if (first_grad_copy_) landed_.assign(params.entries().size(), 0);
-  arrived_.assign(params.entries().size(), 0);
+  landings_.assign(params.entries().size(), 0);
+  landings_expected_.assign(params.entries().size(), 1);
   incoming_.assign(params.entries().size(), 0);
   if (fused_weight_gradients)
     for (size_t i = 0; i < params.entries().size(); ++i)
@@ -228,12 +229,17 @@ void ShardedDataParallel::start_step(int backwards_per_step) {
     s.dirty = false;
     s.rounds_reduced = 0;
   }
-  std::fill(arrived_.begin(), arrived_.end(), 0);
+  in_backward_ = false;
   std::fill(incoming_.begin(), incoming_.end(), 0);
   if (first_grad_copy_)
     std::fill(landed_.begin(), landed_.end(), 0);
   else
     params_.zero_grads();
+}
+
+void ShardedDataParallel::start_backward() {
+  in_backward_ = true;
+  std::fill(landings_.begin(), landings_.end(), 0);
 }
 
 void ShardedDataParallel::land_gradient(size_t entry, const at::Tensor& param) {
@@ -295,21 +301,28 @@ void ShardedDataParallel::check_can_land(size_t entry) const {
   // Stages 2-3 start a new round, which before_accumulate makes ready.
   if (!step_started_ || stage_ >= 2 || buckets_[params_.entries()[entry].bucket].rounds_reduced == 0) return;
   throw std::logic_error("ShardedDataParallel: a gradient of " + params_.entries()[entry].info.name +
-                         " landed after its bucket was reduced (a parameter landing more often in a "
-                         "backward than its bucket waited for)");
+                         " landed after its bucket was reduced (it landed more often in this backward "
+                         "than in the backwards before, whose landings its bucket waited for)");
 }
 
 void ShardedDataParallel::on_gradient_ready(size_t entry) {
   if (!step_started_) return;
+  if (!in_backward_)
+    throw std::logic_error("ShardedDataParallel: a gradient of " + params_.entries()[entry].info.name +
+                           " landed before start_backward (call it before each backward of the step)");
   const size_t bucket = params_.entries()[entry].bucket;
   BucketState& s = buckets_[bucket];
   s.dirty = true;
-  // Arrivals count per parameter, not per landing: a parameter landing twice in one backward (an
-  // inner backward into it, or the sink and autograd both) adds its second gradient into the
-  // buffer and leaves the bucket waiting for the others.
-  if (arrived_[entry] < arrivals_per_round_) {
-    ++arrived_[entry];
-    if (--s.pending == 0) launch_reduction(bucket);
+  // A parameter arrives once per backward: with the landing that reaches the most it made in one
+  // backward so far. One more (an inner backward into it, the sink and autograd both) adds into the
+  // buffer and is learned for the backwards after; the bucket's count is not touched.
+  const int landing = ++landings_[entry];
+  if (landing > landings_expected_[entry]) {
+    landings_expected_[entry] = landing;
+  } else if (landing == landings_expected_[entry] && --s.pending == 0) {
+    // Until a step has shown every parameter's landings, stages 0-1 (one reduction a step) leave it
+    // to finish(): a parameter may still land again after the bucket's count completes.
+    if (landings_learned_ || stage_ >= 2) launch_reduction(bucket);
   }
   poll();  // MPI progresses non-blocking collectives only inside MPI calls
 }
@@ -319,8 +332,6 @@ void ShardedDataParallel::launch_reduction(size_t bucket) {
   const FlatBucket& fb = params_.buckets()[bucket];
   s.pending = s.params * arrivals_per_round_;
   s.dirty = false;
-  std::fill(arrived_.begin() + static_cast<std::ptrdiff_t>(fb.first_entry),
-            arrived_.begin() + static_cast<std::ptrdiff_t>(fb.end_entry), 0);
   // Reduced in reduce_dtype_: a converted copy when the gradients are kept in another dtype.
   const bool cast = fb.grads.scalar_type() != reduce_dtype_;
   const at::Tensor input = cast ? fb.grads.to(reduce_dtype_) : fb.grads;
@@ -374,7 +385,11 @@ void ShardedDataParallel::finish() {
     launch_reduction(b);
   }
   for (size_t b = 0; b < buckets_.size(); ++b) complete_reduction(b);
+  // A rerun that gathered a unit again after its round (a reentrant recomputation) leaves it
+  // resident: free it, or the next forward would read it as current after the optimizer step.
+  release_all();
   step_started_ = false;
+  landings_learned_ = true;
 }
 
 std::vector<ShardedDataParallel::OwnedRun> ShardedDataParallel::owned_runs() const {

@@ -76,8 +76,14 @@ class ShardedDataParallel final : public ParameterGate, public WeightGradientSin
 
   int stage() const { return stage_; }
 
-  // Before the step's first backward: each parameter receives `backwards_per_step` gradients.
+  // Before the step's first backward: each parameter receives gradients in `backwards_per_step`
+  // backwards.
   void start_step(int backwards_per_step);
+  // Before each backward of the step (each microbatch's; under an interleaved pipeline each
+  // chunk's). A parameter arrives once per backward, however often it lands in it: with the last of
+  // the landings it made in one backward before (the first step learns them and reduces a stage 0-1
+  // bucket only in finish(); stages 2-3 sum a landing past its round into the next one).
+  void start_backward();
   // Waits for every reduction. Afterwards optimizer_grads() hold the dp-averaged gradients of what
   // this rank owns.
   void finish();
@@ -165,10 +171,13 @@ class ShardedDataParallel final : public ParameterGate, public WeightGradientSin
   std::vector<HookedParameter> hooked_;
   int arrivals_per_round_ = 1;
   bool step_started_ = false;
+  bool in_backward_ = false;       // start_backward was called this step
+  bool landings_learned_ = false;  // a step has finished: landings_expected_ holds what it saw
   bool first_grad_copy_ = false;
   std::vector<char> landed_;  // first_grad_copy: whether each entry's gradient landed this step
-  // Each entry's arrivals counted in its bucket's current round (at most arrivals_per_round_).
-  std::vector<int> arrived_;
+  // Each entry's landings in the current backward, and the most it made in one backward so far: it
+  // arrives (counts towards its bucket's round) with the landing that reaches that number.
+  std::vector<int> landings_, landings_expected_;
   // Set by an entry's tensor hook when a defined gradient is about to accumulate, taken by its
   // GradientLanded hook.
   std::vector<char> incoming_;

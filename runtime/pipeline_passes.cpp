@@ -41,6 +41,7 @@ pipe::PipelineRunStats PipelinePasses::train(int64_t step, const at::Tensor& loc
     return loss;
   };
   callbacks.activation_shape = [&](int) { return layout_.chunks.front()->hidden_shape(microbatch_size); };
+  callbacks.before_backward = [&] { layout_.data_parallel->start_backward(); };
   return layout_.executor->run(layout_.pipeline, layout_.schedule, callbacks);
 }
 

@@ -119,6 +119,7 @@ class StageRun {
 
   void backward(const PipeOp& op, const std::pair<int, int>& key, Slot& slot) {
     wait_for(slot.grad_arrival);
+    if (callbacks_.before_backward) callbacks_.before_backward();
     const auto t0 = Clock::now();
     if (shape_.is_last(op.chunk))
       torch::autograd::backward({slot.output});

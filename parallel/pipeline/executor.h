@@ -24,6 +24,9 @@ struct StageCallbacks {
   std::function<at::Tensor(int chunk, int microbatch, const at::Tensor& input)> forward;
   // Shape of the activations exchanged between chunks for `microbatch` (and of their gradients).
   std::function<std::vector<int64_t>(int microbatch)> activation_shape;
+  // Optional: runs right before each backward of a chunk (the data-parallel engine counts a
+  // parameter's gradients per backward).
+  std::function<void()> before_backward;
 };
 
 struct PipelineRunStats {

@@ -3,6 +3,7 @@
 // accumulation, tensor and pipeline parallelism, tied embeddings, and buckets that are tiny or hold
 // parameter counts that do not divide by dp. And the model state each rank really allocates matches
 // `atoll plan`'s prediction.
+#include "parallel/context_pointer.h"
 #include "runtime/model/recompute.h"
 #include "tests/parity_harness.h"
 
@@ -150,22 +151,32 @@ enum class TwoLandings {
   kSinkAndAutograd,  // one linear through the sink, one through autograd
 };
 
+// Whether w's two landings come before the other parameter's (e) or after it: a bucket whose count
+// completed with e and w's first landing must still take w's second.
+enum class LandingOrder { kTwiceFirst, kTwiceLast };
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // tanh(a w^T) recomputed in backward, with an inner backward through the recomputation into w itself:
 // w's AccumulateGrad hooks fire inside this node. w is no input of the node (it travels as its
-// address, as torch.utils.checkpoint captures it), so the outer graph's use of w lands it again.
+// address, as torch.utils.checkpoint captures it), so the outer graph's use of w lands it again. The
+// rerun acquires w's unit first, as a rerun of forward code does: under ZeRO-3 the unit may have been
+// freed once its round completed.
 class ReentrantRegion : public torch::autograd::Function<ReentrantRegion> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor* w) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor* w,
+                            atl::parallel::ParameterGate* gate) {
     ctx->save_for_backward({a});
-    ctx->saved_data["w"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(w));
+    atl::parallel::save_pointer(ctx, "w", w);
+    atl::parallel::save_pointer(ctx, "gate", gate);
     return at::tanh(at::linear(a, *w));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor& w =
-        *reinterpret_cast<const at::Tensor*>(static_cast<intptr_t>(ctx->saved_data["w"].toInt()));
+    const at::Tensor& w = *atl::parallel::saved_pointer<const at::Tensor>(ctx, "w");
+    atl::parallel::ParameterGate* gate =
+        atl::parallel::saved_pointer<atl::parallel::ParameterGate>(ctx, "gate");
+    if (gate) gate->acquire(0, atl::parallel::ParameterGate::kNoUnit);
     const at::Tensor a = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     at::Tensor out;
     {
@@ -173,85 +184,127 @@ class ReentrantRegion : public torch::autograd::Function<ReentrantRegion> {
       out = at::tanh(at::linear(a, w));
     }
     torch::autograd::backward({out}, {grads[0]});
-    return {a.grad(), at::Tensor()};
+    return {a.grad(), at::Tensor(), at::Tensor()};
   }
 };
 
-// y = tanh((x * e) w^T) w^T, loss mean(y^2) / microbatches: w lands twice in each backward, after
-// which e lands, in the same bucket. `sink` null: kReentrant's inner backward, the others' two uses
-// through plain autograd.
-at::Tensor double_landing_loss(const at::Tensor& x, const at::Tensor& w, const at::Tensor& e, TwoLandings way,
-                               atl::parallel::WeightGradientSink* sink, int microbatches) {
+// tanh(a w^T) w^T, w landing twice in its backward: `sink` null and kReentrant: the inner backward;
+// otherwise two linears, through the sink or plain autograd as `way` says.
+at::Tensor twice_through_w(const at::Tensor& a, const at::Tensor& w, TwoLandings way,
+                           atl::parallel::WeightGradientSink* sink, atl::parallel::ParameterGate* gate) {
   using atl::runtime::linear_through;
   using atl::runtime::Product;
-  const at::Tensor a = x * e;
-  at::Tensor y;
-  if (way == TwoLandings::kReentrant && sink == nullptr) {
-    y = at::linear(ReentrantRegion::apply(a, &w), w);
-  } else {
-    const at::Tensor h = at::tanh(linear_through(nullptr, a, w, Product::kRereadInBackward, sink));
-    y = linear_through(nullptr, h, w, Product::kRereadInBackward,
-                       way == TwoLandings::kSinkAndAutograd ? nullptr : sink);
-  }
+  if (way == TwoLandings::kReentrant && sink == nullptr)
+    return at::linear(ReentrantRegion::apply(a, &w, gate), w);
+  const at::Tensor h = at::tanh(linear_through(nullptr, a, w, Product::kRereadInBackward, sink));
+  return linear_through(nullptr, h, w, Product::kRereadInBackward,
+                        way == TwoLandings::kSinkAndAutograd ? nullptr : sink);
+}
+
+// loss mean(y^2) / microbatches with y = twice_through_w(x * e) (w lands twice, then e) or
+// twice_through_w(x) * e (e lands first: autograd runs a ready AccumulateGrad before anything else).
+at::Tensor double_landing_loss(const at::Tensor& x, const at::Tensor& w, const at::Tensor& e, TwoLandings way,
+                               LandingOrder order, atl::parallel::WeightGradientSink* sink,
+                               atl::parallel::ParameterGate* gate, int microbatches) {
+  // (x a leaf of its own in the second: the reentrant region needs an input that requires grad.)
+  const at::Tensor y = order == LandingOrder::kTwiceFirst
+                           ? twice_through_w(x * e, w, way, sink, gate)
+                           : twice_through_w(x.detach().requires_grad_(), w, way, sink, gate) * e;
   return (y * y).mean() / microbatches;
 }
 
-// A weight that lands twice in one backward, at ZeRO 0, 1 and 2 over dp 2 with two microbatches a
-// step: the reduced gradients match one rank's plain autograd over the whole batch (every rank
-// computes that reference itself), for two steps.
+// A weight that lands twice in one backward, before or after the other parameter of its bucket, at
+// ZeRO 0-3 over dp 2 with one and two microbatches a step: the reduced gradients match one rank's
+// plain autograd over the whole batch (every rank computes that reference itself), for three steps
+// (the first learns how often each parameter lands; the others reduce a bucket as its count completes).
 ATOLL_RUNS_AT(ZeroParity, AWeightLandingTwiceInOneBackward, 2);
 TEST(ZeroParity, AWeightLandingTwiceInOneBackward) {
   const auto world = atl::test::MpiTestEnv::runtime().world();
-  const int dp = world->size(), microbatches = 2, rows = 3;
+  const int dp = world->size(), rows = 3;
   struct Case {
     int zero;
     TwoLandings way;
     bool first_grad_copy, fused;
   };
   std::vector<Case> cases;
-  for (const int zero : {0, 1, 2}) cases.push_back({zero, TwoLandings::kReentrant, false, false});
+  for (const int zero : {0, 1, 2, 3}) cases.push_back({zero, TwoLandings::kReentrant, false, false});
   for (const int zero : {0, 1}) {
     cases.push_back({zero, TwoLandings::kReentrant, true, false});
     cases.push_back({zero, TwoLandings::kSinkTwice, true, true});
     cases.push_back({zero, TwoLandings::kSinkAndAutograd, true, true});
   }
-  for (const Case& c : cases) {
-    SCOPED_TRACE("ZeRO-" + std::to_string(c.zero) + " way " + std::to_string(static_cast<int>(c.way)) +
-                 (c.first_grad_copy ? " first_grad_copy" : "") + (c.fused ? " fused_weight_grad" : ""));
-    atl::parallel::FlatParameters flat({{"w", {4, 4}}, {"e", {4}}}, at::kFloat,
-                                       atl::parallel::zero_layout(c.zero, dp, 1 << 20, 4), at::kFloat);
-    {
-      at::NoGradGuard no_grad;
-      flat.values().copy_(at::linspace(-0.9, 0.8, flat.numel(), at::kFloat));
-    }
-    const at::Tensor w_ref = flat.entry("w").value.detach().clone().requires_grad_();
-    const at::Tensor e_ref = flat.entry("e").value.detach().clone().requires_grad_();
-    atl::parallel::ShardedDataParallel engine(flat, *world, c.zero, at::ScalarType::Undefined,
-                                              c.first_grad_copy, c.fused);
-    const at::Tensor w = flat.entry("w").value, e = flat.entry("e").value;
-    for (int step = 0; step < 2; ++step) {
-      w_ref.mutable_grad().reset();
-      e_ref.mutable_grad().reset();
-      engine.start_step(microbatches);
-      for (int micro = 0; micro < microbatches; ++micro) {
-        torch::manual_seed(10 * step + micro);  // the same batch on every rank
-        const at::Tensor x = at::randn({dp * rows, 4}, at::TensorOptions().dtype(at::kFloat));
-        // The reference: both of w's uses through plain autograd.
-        double_landing_loss(x, w_ref, e_ref, TwoLandings::kSinkTwice, nullptr, microbatches).backward();
-        const at::Tensor mine = x.narrow(0, world->rank() * rows, rows);
-        double_landing_loss(mine, w, e, c.way, c.fused ? &engine : nullptr, microbatches).backward();
+  for (const Case& c : cases)
+    for (const LandingOrder order : {LandingOrder::kTwiceFirst, LandingOrder::kTwiceLast})
+      for (const int microbatches : {1, 2}) {
+        SCOPED_TRACE("ZeRO-" + std::to_string(c.zero) + " way " + std::to_string(static_cast<int>(c.way)) +
+                     (order == LandingOrder::kTwiceFirst ? " w twice first" : " w twice last") + ", " +
+                     std::to_string(microbatches) + " microbatches" +
+                     (c.first_grad_copy ? " first_grad_copy" : "") + (c.fused ? " fused_weight_grad" : ""));
+        atl::parallel::FlatParameters flat({{"w", {4, 4}}, {"e", {4}}}, at::kFloat,
+                                           atl::parallel::zero_layout(c.zero, dp, 1 << 20, 4), at::kFloat);
+        {
+          at::NoGradGuard no_grad;  // entry by entry: ZeRO-3 keeps each bucket's values apart
+          flat.entry("w").value.copy_(at::linspace(-0.9, 0.8, 16, at::kFloat).view({4, 4}));
+          flat.entry("e").value.copy_(at::linspace(0.3, 1.1, 4, at::kFloat));
+        }
+        const at::Tensor w_ref = flat.entry("w").value.detach().clone().requires_grad_();
+        const at::Tensor e_ref = flat.entry("e").value.detach().clone().requires_grad_();
+        atl::parallel::ShardedDataParallel engine(flat, *world, c.zero, at::ScalarType::Undefined,
+                                                  c.first_grad_copy, c.fused);
+        const at::Tensor w = flat.entry("w").value, e = flat.entry("e").value;
+        for (int step = 0; step < 3; ++step) {
+          w_ref.mutable_grad().reset();
+          e_ref.mutable_grad().reset();
+          engine.start_step(microbatches);
+          for (int micro = 0; micro < microbatches; ++micro) {
+            torch::manual_seed(10 * step + micro);  // the same batch on every rank
+            const at::Tensor x = at::randn({dp * rows, 4}, at::TensorOptions().dtype(at::kFloat));
+            // The reference: both of w's uses through plain autograd.
+            double_landing_loss(x, w_ref, e_ref, TwoLandings::kSinkTwice, order, nullptr, nullptr,
+                                microbatches)
+                .backward();
+            const at::Tensor mine = x.narrow(0, world->rank() * rows, rows);
+            engine.acquire(0, atl::parallel::ParameterGate::kNoUnit);  // ZeRO-3 gathers the unit
+            const at::Tensor loss = double_landing_loss(mine, w, e, c.way, order, c.fused ? &engine : nullptr,
+                                                        &engine, microbatches);
+            engine.start_backward();
+            loss.backward();
+          }
+          engine.finish();
+          const std::map<std::string, at::Tensor> expected{{"w", w_ref.grad()}, {"e", e_ref.grad()}};
+          for (const auto& run : engine.owned_runs()) {
+            const std::string& name = flat.entries()[run.entry].info.name;
+            const at::Tensor got = engine.optimizer_grads().narrow(0, run.offset, run.numel);
+            const at::Tensor want = expected.at(name).flatten().narrow(0, run.entry_offset, run.numel);
+            EXPECT_LT((got - want).norm().item<double>(), 1e-6 * want.norm().item<double>())
+                << "step " << step + 1 << " " << name << ": got " << got << " want " << want;
+          }
+        }
       }
-      engine.finish();
-      const std::map<std::string, at::Tensor> expected{{"w", w_ref.grad()}, {"e", e_ref.grad()}};
-      for (const auto& run : engine.owned_runs()) {
-        const std::string& name = flat.entries()[run.entry].info.name;
-        const at::Tensor got = engine.optimizer_grads().narrow(0, run.offset, run.numel);
-        const at::Tensor want = expected.at(name).flatten().narrow(0, run.entry_offset, run.numel);
-        EXPECT_LT((got - want).norm().item<double>(), 1e-6 * want.norm().item<double>())
-            << "step " << step + 1 << " " << name << ": got " << got << " want " << want;
-      }
-    }
-  }
+}
+
+// ZeRO-3: a unit gathered again after its round was reduced (a rerun reading it, whose gradients
+// then go elsewhere) is freed by finish(): left gathered, the next forward would take it for current
+// and read the values from before the optimizer step.
+ATOLL_RUNS_AT(ZeroParity, AUnitGatheredAgainAfterItsRoundIsFreedByFinish, 2);
+TEST(ZeroParity, AUnitGatheredAgainAfterItsRoundIsFreedByFinish) {
+  const auto world = atl::test::MpiTestEnv::runtime().world();
+  const int dp = world->size();
+  atl::parallel::FlatParameters flat({{"w", {4, 4}}}, at::kFloat,
+                                     atl::parallel::zero_layout(3, dp, 1 << 20, 4), at::kFloat);
+  atl::parallel::ShardedDataParallel engine(flat, *world, 3);
+  const uint64_t shard_bytes = static_cast<uint64_t>(flat.buckets().front().numel / dp) * 4;
+  ASSERT_EQ(engine.state_bytes().parameters, shard_bytes);
+  engine.start_step(1);
+  engine.acquire(0, atl::parallel::ParameterGate::kNoUnit);
+  const at::Tensor loss = at::linear(at::ones({2, 4}), flat.entry("w").value).sum();
+  engine.start_backward();
+  loss.backward();  // w's round completes: reduced, and the unit freed
+  EXPECT_EQ(engine.state_bytes().parameters, shard_bytes);
+  engine.acquire(0, atl::parallel::ParameterGate::kNoUnit);  // gathered again; nothing lands after
+  EXPECT_GT(engine.state_bytes().parameters, shard_bytes);
+  engine.finish();
+  EXPECT_EQ(engine.state_bytes().parameters, shard_bytes) << "a unit is still gathered after finish()";
 }
 
 class ZeroStage : public ::testing::TestWithParam<int> {};

@@ -33,6 +33,7 @@ std::vector<at::Tensor> gradients_after_each_step(at::ScalarType dtype, bool fir
   for (const Backwards& backwards : steps) {
     engine.start_step(static_cast<int>(backwards.size()));
     for (const auto& [x, y] : backwards) {
+      engine.start_backward();
       at::Tensor loss = (a * x.to(dtype)).sum();
       if (y.defined()) loss = loss + (b * y.to(dtype)).sum();
       loss.backward();
@@ -94,10 +95,12 @@ TEST(FirstGradCopy, AnUndefinedGradientIsNoArrival) {
   const at::Tensor u = flat.entry("u").value;
   const at::Tensor x = torch::ones({4}).requires_grad_();
   engine.start_step(1);
+  engine.start_backward();
   (x * u).sum().backward();
   engine.finish();
   EXPECT_TRUE(engine.optimizer_grads().narrow(0, 0, 4).equal(torch::ones({4})));  // then padding
   engine.start_step(1);
+  engine.start_backward();
   IgnoresItsParameter::apply(x, u).sum().backward();
   engine.finish();
   EXPECT_TRUE(engine.optimizer_grads().eq(0).all().item<bool>()) << engine.optimizer_grads();

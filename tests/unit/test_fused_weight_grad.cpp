@@ -87,6 +87,7 @@ at::Tensor gradients_of_one_step(const Setup& s, std::vector<at::Tensor>* reduce
     const at::Tensor dy = torch::randn({2, 5, 4}).to(s.dtype);
     const at::Tensor y =
         s.recompute ? runtime::run_recomputed(layer, {x}, {w, n}, false)[0] : layer({x}, {w, n}, nullptr)[0];
+    engine.start_backward();
     y.backward(dy);
   }
   engine.finish();
@@ -133,10 +134,11 @@ TEST(FusedWeightGrad, Bf16ProductsLandInFp32Unrounded) {
   }
 }
 
-// y = tanh(x W^T) n W^T lands W through the sink twice in one backward, with n landing between
-// them: n's landing completes the bucket, which ZeRO 0-1 reduce once a step, so W's second gradient
-// would miss the reduction. The engine refuses it, naming the parameter.
-TEST(FusedWeightGrad, AGradientLandingAfterItsBucketWasReducedIsRefused) {
+// W lands through the sink once in each backward of the first step, which the engine learns; then
+// y = tanh(x W^T) n W^T lands it twice, with n landing between: n's landing completes the bucket,
+// which ZeRO 0-1 reduce once a step, so W's second gradient would miss the reduction. The engine
+// refuses it, naming the parameter.
+TEST(FusedWeightGrad, ALandingBeyondTheLearnedCountAfterItsBucketWasReducedIsRefused) {
   for (const int zero_stage : {0, 1}) {
     SCOPED_TRACE("ZeRO-" + std::to_string(zero_stage));
     FlatParameters flat({{"w", {3, 3}}, {"n", {3}}}, at::kFloat, zero_layout(zero_stage, 1, 1 << 20, 4));
@@ -150,10 +152,16 @@ TEST(FusedWeightGrad, AGradientLandingAfterItsBucketWasReducedIsRefused) {
     ShardedDataParallel engine(flat, group, zero_stage, at::ScalarType::Undefined, true, true);
     const at::Tensor w = flat.entry("w").value, n = flat.entry("n").value;
     const at::Tensor x = torch::randn({2, 3}).requires_grad_();
+    const auto through_w = [&](const at::Tensor& in) {
+      return runtime::linear_through(nullptr, in, w, Product::kRereadInBackward, &engine);
+    };
     engine.start_step(1);
-    const at::Tensor h =
-        at::tanh(runtime::linear_through(nullptr, x, w, Product::kRereadInBackward, &engine));
-    const at::Tensor y = runtime::linear_through(nullptr, h * n, w, Product::kRereadInBackward, &engine);
+    engine.start_backward();
+    through_w(x * n).sum().backward();
+    engine.finish();
+    engine.start_step(1);
+    engine.start_backward();
+    const at::Tensor y = through_w(at::tanh(through_w(x)) * n);
     try {
       y.sum().backward();
       ADD_FAILURE() << "a gradient of w landed after its bucket was reduced, unrefused";
@@ -162,6 +170,24 @@ TEST(FusedWeightGrad, AGradientLandingAfterItsBucketWasReducedIsRefused) {
                 std::string::npos)
           << e.what();
     }
+  }
+}
+
+// A gradient landing while no backward was announced (start_backward) is refused: the engine counts
+// arrivals per backward and could not tell two microbatches' landings from one's two.
+TEST(FusedWeightGrad, ALandingOutsideAnAnnouncedBackwardIsRefused) {
+  FlatParameters flat({{"w", {3, 3}}}, at::kFloat, zero_layout(1, 1, 1 << 20, 4));
+  comm::SingleRankCommunicator self("dp");
+  ShardedDataParallel engine(flat, self, 1, at::ScalarType::Undefined, true, true);
+  const at::Tensor x = torch::randn({2, 3}).requires_grad_();
+  engine.start_step(1);
+  const at::Tensor y =
+      runtime::linear_through(nullptr, x, flat.entry("w").value, Product::kRereadInBackward, &engine);
+  try {
+    y.sum().backward();
+    ADD_FAILURE() << "a landing before start_backward, unrefused";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("landed before start_backward"), std::string::npos) << e.what();
   }
 }
 
