@@ -17,4 +17,13 @@ class CheckpointError : public std::runtime_error {
   explicit CheckpointError(const std::string& what) : std::runtime_error(text::one_line(what)) {}
 };
 
+// Damage: a file missing, truncated, unreadable or failing its checksum, a manifest that does not
+// parse or contradicts itself. Readers that may take an older checkpoint instead (sample, eval)
+// fall back past this one only; any other CheckpointError (a format this build does not read, a
+// checkpoint of another model) is the user's to see.
+class CheckpointDamaged : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
 }  // namespace atl::checkpoint

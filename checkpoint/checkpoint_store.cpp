@@ -307,8 +307,8 @@ void CheckpointStore::prune() const {
 static void check_geometry(const proto::Manifest& manifest, const std::string& path) {
   constexpr int kMaxDims = 8;
   const auto corrupt = [&path](const proto::Tensor& t, const std::string& problem) {
-    return CheckpointError("checkpoint: " + path + " is corrupt: " + describe(t) + " " + problem +
-                           "; resume from another checkpoint");
+    return CheckpointDamaged("checkpoint: " + path + " is corrupt: " + describe(t) + " " + problem +
+                             "; resume from another checkpoint");
   };
   for (const proto::Tensor& t : manifest.tensors()) {
     if (t.dtype() != "F32") throw corrupt(t, "has dtype " + t.dtype() + ", not F32");
@@ -338,16 +338,16 @@ proto::Manifest read_manifest(const std::string& checkpoint_dir) {
   const fs::path path = fs::path(checkpoint_dir) / kManifest;
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw CheckpointError("checkpoint: " + path.string() +
-                          " is missing: the checkpoint was never committed; resume from another one");
+    throw CheckpointDamaged("checkpoint: " + path.string() +
+                            " is missing: the checkpoint was never committed; resume from another one");
   proto::Manifest manifest;
   if (!manifest.ParseFromIstream(&in))
-    throw CheckpointError("checkpoint: " + path.string() +
-                          " is corrupt (not a manifest); resume from another one");
+    throw CheckpointDamaged("checkpoint: " + path.string() +
+                            " is corrupt (not a manifest); resume from another one");
   if (manifest.format_version() != kFormatVersion)
     throw CheckpointError("checkpoint: " + path.string() + " has format version " +
                           std::to_string(manifest.format_version()) + " but this build reads version " +
-                          std::to_string(kFormatVersion));
+                          std::to_string(kFormatVersion) + "; read it with the Atoll version that wrote it");
   check_geometry(manifest, path.string());
   return manifest;
 }
@@ -361,14 +361,14 @@ void check_chunk_in_file(const std::string& checkpoint_dir, const proto::Tensor&
     const bool present = fs::is_regular_file(path, error);
     const uint64_t size = present ? fs::file_size(path, error) : 0;
     if (!present || error)
-      throw CheckpointError("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
+      throw CheckpointDamaged("checkpoint: shard " + path + " is missing (needed for " + describe(t) + ")");
     known = file_sizes.emplace(c.file(), size).first;
   }
   // read_manifest has checked that byte_offset + length does not overflow.
   if (known->second < c.byte_offset() + c.length())
-    throw CheckpointError("checkpoint: shard " + path + " is truncated: " + describe(t) +
-                          " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
-                          " but the file has " + std::to_string(known->second));
+    throw CheckpointDamaged("checkpoint: shard " + path + " is truncated: " + describe(t) +
+                            " needs bytes up to " + std::to_string(c.byte_offset() + c.length()) +
+                            " but the file has " + std::to_string(known->second));
 }
 
 at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t, const proto::Chunk& c) {
@@ -376,14 +376,14 @@ at::Tensor read_chunk(const std::string& checkpoint_dir, const proto::Tensor& t,
   check_chunk_in_file(checkpoint_dir, t, c, file_sizes);
   const std::string path = (fs::path(checkpoint_dir) / c.file()).string();
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("checkpoint: cannot read " + path);
+  if (!in) throw CheckpointDamaged("checkpoint: cannot read " + path);
   at::Tensor data = at::empty({static_cast<int64_t>(c.length() / sizeof(float))}, at::kFloat);
   in.seekg(static_cast<std::streamoff>(c.byte_offset()));
   in.read(static_cast<char*>(data.data_ptr()), static_cast<std::streamsize>(c.length()));
-  if (!in) throw CheckpointError("checkpoint: cannot read " + path);
+  if (!in) throw CheckpointDamaged("checkpoint: cannot read " + path);
   if (crc32c(data.data_ptr(), c.length()) != c.crc32c())
-    throw CheckpointError("checkpoint: checksum mismatch in " + path + " for " + describe(t) + " at byte " +
-                          std::to_string(c.byte_offset()) + ": the file is corrupt");
+    throw CheckpointDamaged("checkpoint: checksum mismatch in " + path + " for " + describe(t) + " at byte " +
+                            std::to_string(c.byte_offset()) + ": the file is corrupt");
   return data;
 }
 
@@ -428,8 +428,8 @@ void load_pieces(const std::string& checkpoint_dir, const proto::Manifest& manif
         covered += common->numel();
       }
       if (covered != rb.box.numel())
-        throw CheckpointError("checkpoint: " + checkpoint_dir + " does not hold all of " + describe(t) +
-                              ": the checkpoint is incomplete");
+        throw CheckpointDamaged("checkpoint: " + checkpoint_dir + " does not hold all of " + describe(t) +
+                                ": the checkpoint is incomplete");
     }
   }
 }

@@ -30,8 +30,8 @@ std::map<std::string, at::Tensor> consolidated(const std::string& checkpoint_dir
       chunk_elements += c.length() / sizeof(float);
     }
     if (chunk_elements < elements)
-      throw CheckpointError("checkpoint: " + checkpoint_dir + " does not hold all of " + t.name() +
-                            ": the checkpoint is incomplete");
+      throw CheckpointDamaged("checkpoint: " + checkpoint_dir + " does not hold all of " + t.name() +
+                              ": the checkpoint is incomplete");
     at::Tensor full =
         at::zeros(std::vector<int64_t>(t.global_shape().begin(), t.global_shape().end()), at::kFloat);
     for (const proto::Chunk& c : t.chunks()) {

@@ -16,13 +16,13 @@ void verify_one(const std::string& checkpoint_dir, const proto::Manifest& manife
                 const proto::ShardHeader& h) {
   const std::string path = (fs::path(checkpoint_dir) / h.file()).string();
   const auto damaged = [&path](const std::string& problem) {
-    return CheckpointError("checkpoint: shard " + path + ": " + problem +
-                           "; the file is damaged: resume from another checkpoint (auto does)");
+    return CheckpointDamaged("checkpoint: shard " + path + ": " + problem +
+                             "; the file is damaged: resume from another checkpoint (auto does)");
   };
   if (fs::path(h.file()).has_parent_path())
     throw damaged("the manifest names a shard outside the checkpoint");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("checkpoint: shard " + path + " is missing");
+  if (!in) throw CheckpointDamaged("checkpoint: shard " + path + " is missing");
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);

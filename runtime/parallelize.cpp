@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "atoll/build_config.h"
 #include "comm/island_lease.h"
@@ -148,6 +149,10 @@ at::ScalarType scalar_type(Precision precision) {
   return storage_precision(precision) == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
 }
 
+at::ScalarType scalar_type(ReduceDtype dtype) {
+  return dtype == ReduceDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+}
+
 namespace {
 
 // Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
@@ -232,6 +237,14 @@ KernelLevers resolve_kernels(const Config& config, c10::Device device) {
         "config: kernels.fused_weight_grad = true cannot apply on the CPU with kernels.first_grad_copy = "
         "auto (off on the CPU; the weight gradients are written into the buffer the first gradient copy "
         "fills); set kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false");
+  // The model's own CUDA kernels: on the CPU an explicit true would quietly run the ATen ops instead.
+  for (const auto& [name, choice] :
+       {std::pair{"fused_swiglu", k.fused_swiglu}, std::pair{"fused_rope", k.fused_rope},
+        std::pair{"fused_cross_entropy", k.fused_cross_entropy}})
+    if (!cuda && choice == KernelChoice::kOn)
+      problems.push_back("config: kernels." + std::string(name) +
+                         " = true cannot apply on the CPU (it is a CUDA kernel of Atoll's own); set it to "
+                         "auto (on a GPU, off on the CPU) or false, or run.device: cuda");
   if (config.train.precision == Precision::kFp8) {
     const std::string without = fp8_unavailable_on(device);
     if (!without.empty())

@@ -46,7 +46,9 @@ struct KernelLevers {
 // The levers for `device` (the CPU or a GPU; nothing is asked of the device itself but, under
 // train.precision fp8, a GPU's compute capability). Throws ConfigError, one line each, where an
 // explicit true cannot apply because the lever it builds on is auto and auto is off on the CPU
-// (kernels.fused_clip with fused_adamw, kernels.fused_weight_grad with first_grad_copy), and where
+// (kernels.fused_clip with fused_adamw, kernels.fused_weight_grad with first_grad_copy), where one
+// of the model's CUDA kernels (kernels.fused_swiglu, fused_rope, fused_cross_entropy) is true on the
+// CPU, and where
 // train.precision fp8 cannot run on `device` (the CPU, or a GPU below compute capability 9.0: no FP8
 // tensor cores for cuBLASLt). What the config alone rules out (the partner false, parallel.zero >= 2,
 // fused_weight_grad under fp8) validate_layout reports; auto is never refused (fused_weight_grad's
@@ -105,5 +107,6 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
                            const std::map<std::string, at::Tensor>& initial_weights);
 
 at::ScalarType scalar_type(Precision precision);
+at::ScalarType scalar_type(ReduceDtype dtype);
 
 }  // namespace atl::runtime

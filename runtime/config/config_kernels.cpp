@@ -62,6 +62,12 @@ void validate_kernels(const Config& c, Problems& problems) {
         "config: kernels.fused_weight_grad = true cannot apply with kernels.first_grad_copy = false (the "
         "weight gradients are written into the buffer the first gradient copy fills); set "
         "kernels.first_grad_copy: true, or kernels.fused_weight_grad to auto or false");
+  if (k.fused_cross_entropy == KernelChoice::kOn && c.parallel.tp > 1)
+    problems.push_back(
+        "config: kernels.fused_cross_entropy = true cannot apply at parallel.tp = " +
+        std::to_string(c.parallel.tp) +
+        " (the kernels take whole vocabulary rows; tensor parallelism splits them over ranks and takes "
+        "the vocabulary-parallel loss); set it to auto or false, or parallel.tp to 1");
   if (k.fused_clip == KernelChoice::kOn && k.fused_adamw == KernelChoice::kOff)
     problems.push_back(
         "config: kernels.fused_clip = true cannot apply with kernels.fused_adamw = false (clipping's "

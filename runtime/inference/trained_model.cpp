@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -29,8 +30,12 @@ TrainedModel from_checkpoint(const std::string& dir) {
   model.weights =
       checkpoint::consolidated(dir, has_outer ? checkpoint::proto::OUTER_PARAM : checkpoint::proto::PARAM);
   // What eval, sample and export build from the weights assumes they are this model's.
-  check_weights_match(model.config, model.weights, "checkpoint " + dir,
-                      ": the manifest does not describe its own weights; the checkpoint is damaged");
+  try {
+    check_weights_match(model.config, model.weights, "checkpoint " + dir,
+                        ": the manifest does not describe its own weights; the checkpoint is damaged");
+  } catch (const std::invalid_argument& e) {
+    throw checkpoint::CheckpointDamaged(e.what());
+  }
   model.tokenizer = tokenizer_from_serialized(manifest.tokenizer());
   model.source = "checkpoint " + dir + " (step " + std::to_string(manifest.step()) + ")";
   return model;
@@ -105,11 +110,10 @@ TrainedModel load_trained_model(const std::string& path) {
       TrainedModel model = from_checkpoint(dir);
       if (!skipped.empty()) model.source += "; skipped " + skipped;
       return model;
-    } catch (const std::exception& e) {
-      // Damage surfaces as CheckpointError (shards, checksums) or invalid_argument (the manifest).
-      const bool damaged = dynamic_cast<const checkpoint::CheckpointError*>(&e) ||
-                           dynamic_cast<const std::invalid_argument*>(&e);
-      if (!damaged || dir == committed.back()) throw;
+    } catch (const checkpoint::CheckpointDamaged& e) {
+      // Only damage is skipped: a format this build does not read, or a tokenizer or model
+      // description it cannot take, would be just as wrong in an older checkpoint's place.
+      if (dir == committed.back()) throw;
       skipped += (skipped.empty() ? "" : ", ") + fs::path(dir).filename().string() + " (" + e.what() + ")";
     }
   }

@@ -127,6 +127,12 @@ for command in sample eval; do
     check fail "$command falls back past a damaged newest checkpoint (exit $status)" "$work/fallback-$command.log"
   fi
 done
+# Only damage is skipped: a newest checkpoint in a format this build does not read (format_version,
+# the manifest's first field, set to 2) is an error of its own, not a reason to load step-6.
+cp -r "$committed/checkpoints" "$work/newer_format"
+printf '\x08\x02' | dd of="$work/newer_format/step-9/manifest.pb" bs=1 conv=notrunc status=none
+expect_cli_error sample_newer_format 2 "checkpoint: $work/newer_format/step-9/manifest.pb has format version 2 but this build reads version 1; read it with the Atoll version that wrote it" \
+  sample "$work/newer_format" --prompt "a" --max-tokens 2
 # A torn checkpoint: every shard written, the manifest (written last, the commit) missing.
 cp -r "$work/ckpt/checkpoints/step-9" "$work/torn"
 rm "$work/torn/manifest.pb"
@@ -181,6 +187,16 @@ expect_error first_grad_copy_zero2 "kernels.first_grad_copy = true cannot apply 
   2 train "$work/tiny.yaml" --set parallel.zero=2 --set kernels.first_grad_copy=true
 expect_error fused_clip_cpu "kernels.fused_clip = true cannot apply on the CPU with kernels.fused_adamw = auto \(off on the CPU; .*\); set kernels.fused_adamw: true, or kernels.fused_clip to auto or false" \
   2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_clip=true
+# The model's own CUDA kernels forced on the CPU, and the fused loss forced where tensor parallelism
+# splits the vocabulary: refused, never quietly the ATen ops instead.
+expect_error fused_swiglu_cpu "kernels.fused_swiglu = true cannot apply on the CPU \(it is a CUDA kernel of Atoll's own\); set it to auto \(on a GPU, off on the CPU\) or false, or run.device: cuda" \
+  2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_swiglu=true
+expect_error fused_rope_cpu "kernels.fused_rope = true cannot apply on the CPU \(it is a CUDA kernel of Atoll's own\)" \
+  2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_rope=true
+expect_error fused_cross_entropy_cpu "kernels.fused_cross_entropy = true cannot apply on the CPU \(it is a CUDA kernel of Atoll's own\)" \
+  2 train "$work/tiny.yaml" --set run.device=cpu --set kernels.fused_cross_entropy=true
+expect_error fused_cross_entropy_tp "kernels.fused_cross_entropy = true cannot apply at parallel.tp = 2 \(the kernels take whole vocabulary rows; .*\); set it to auto or false, or parallel.tp to 1" \
+  2 train "$work/tiny.yaml" --set parallel.tp=2 --set parallel.dp=1 --set kernels.fused_cross_entropy=true
 # FP8 needs a GPU's FP8 tensor cores: on the CPU one line names the setting, the value and the fix.
 expect_error fp8_cpu "train.precision = fp8 needs a GPU of compute capability 9.0\+ \(FP8 tensor cores, through cuBLASLt\); this rank runs on the CPU; set train.precision: bf16" \
   2 train "$work/tiny.yaml" --set run.device=cpu --set train.precision=fp8
