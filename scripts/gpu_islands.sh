@@ -72,7 +72,8 @@ else
   # The copied tree is newer than any earlier build, so ninja would rebuild it all (~140 s): a warm
   # machine's earlier call leaves its binary in /tmp with the hash of the sources it was built from.
   stash=/tmp/atoll-islands-bin
-  sources=$(find CMakeLists.txt cmake comm runtime parallel optim checkpoint launcher -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.txt' -o -name '*.cmake' -o -name '*.proto' -o -name '*.in' \) \
+  # Every file the atoll binary is built from: each room's sources, the CUDA kernels, the build files.
+  sources=$(find CMakeLists.txt cmake text comm runtime parallel optim checkpoint launcher -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.cmake' -o -name '*.proto' -o -name '*.in' \) \
     2>/dev/null | sort | xargs sha1sum | sha1sum | cut -c1-16)
   if [[ -x $stash/atoll && $(cat "$stash/SOURCES" 2>/dev/null) == "$sources" && -s /tmp/atoll-gpu-deps/env.sh ]]; then
     note "build: taken from this machine's earlier call (sources $sources)"

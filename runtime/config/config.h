@@ -18,7 +18,7 @@ namespace atl::runtime {
 
 // ---- The enum-like fields, each with its YAML spellings (choices.h) ---------------------------------
 
-// train.precision and parallel.reduce_dtype (fp32 or bf16; fp8 is a compute precision only).
+// train.precision.
 enum class Precision { kFp32, kBf16, kFp8 };
 template <>
 struct Choices<Precision> {
@@ -33,6 +33,18 @@ constexpr Precision storage_precision(Precision precision) {
 // Bytes of one element held in `precision`.
 constexpr int element_bytes(Precision precision) {
   return storage_precision(precision) == Precision::kBf16 ? 2 : 4;
+}
+
+// parallel.reduce_dtype: the dtype gradients travel and are summed in over dp (fp8 is a compute
+// precision only: a sum in FP8 would lose the gradients' small parts).
+enum class ReduceDtype { kFp32, kBf16 };
+template <>
+struct Choices<ReduceDtype> {
+  static constexpr std::array<Choice<ReduceDtype>, 2> list{
+      {{ReduceDtype::kFp32, "fp32"}, {ReduceDtype::kBf16, "bf16"}}};
+};
+constexpr int element_bytes(ReduceDtype dtype) {
+  return dtype == ReduceDtype::kBf16 ? 2 : 4;
 }
 
 // train.fp8_scaling: one FP8 scale per tensor, or per row of each product's operands
@@ -181,7 +193,7 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   int virtual_stages = 1;
   double bucket_mb = 25.0;
-  Precision reduce_dtype = Precision::kFp32;
+  ReduceDtype reduce_dtype = ReduceDtype::kFp32;
   bool sequence_parallel = false;
   std::vector<int> stage_layers;  // empty: an even split
 

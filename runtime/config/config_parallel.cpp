@@ -87,10 +87,6 @@ void validate_job_size(const Config& c, int world_size, Problems& problems) {
 void validate_parallel(const Config& c, Problems& problems) {
   const ParallelConfig& p = c.parallel;
   const ModelConfig& m = c.model;
-  if (p.reduce_dtype == Precision::kFp8)
-    problems.push_back(
-        "config: parallel.reduce_dtype = fp8 is a compute precision, not a reduction dtype; set "
-        "parallel.reduce_dtype to fp32 or bf16");
   // Tensor parallelism splits heads, kv heads and the MLP width (and with SP the sequence) over tp.
   const std::string tp_fix = "tensor parallelism splits it evenly, so pick a tp that divides it";
   require_divisible(problems, "model.heads", m.heads, "parallel.tp", p.tp, tp_fix);

@@ -60,7 +60,7 @@ TEST(MixedPrecision, Bf16ReductionsTrackFp32Reductions) {
   config.parallel.zero = 1;
   config.train.eval_every = 1;
   const atl::test::RunResult fp32_reduce = atl::test::train(config, *world);
-  config.parallel.reduce_dtype = atl::runtime::Precision::kBf16;
+  config.parallel.reduce_dtype = atl::runtime::ReduceDtype::kBf16;
   config.run.dir += "-bf16-reduce";
   const atl::test::RunResult bf16_reduce = atl::test::train(config, *world);
   for (size_t s = 0; s < fp32_reduce.losses.size(); ++s)
@@ -76,7 +76,7 @@ TEST(MixedPrecision, Bf16ReductionsHalveTheDataParallelBytes) {
   Config config = bf16(layout("bf16-reduce-bytes", 1));
   const double fp32_reduce = static_cast<double>(atl::test::first_step_metrics(config).dp_bytes);
   EXPECT_NEAR(fp32_reduce, atl::launcher::make_plan(config).stages.at(0).dp_bytes, 0.01 * fp32_reduce);
-  config.parallel.reduce_dtype = atl::runtime::Precision::kBf16;
+  config.parallel.reduce_dtype = atl::runtime::ReduceDtype::kBf16;
   config.run.dir += "-bf16-reduce";
   const double bf16_reduce = static_cast<double>(atl::test::first_step_metrics(config).dp_bytes);
   EXPECT_GT(bf16_reduce, 0.0);

@@ -178,7 +178,7 @@ TEST(ConfigErrors, OutOfRangeValuesGiveTheRangeAndAFix) {
        {"parallel.schedule = 'zigzag' is not one of gpipe, 1f1b, interleaved; set parallel.schedule to one "
         "of"}},
       {"parallel: {reduce_dtype: fp16}",
-       {"parallel.reduce_dtype = 'fp16' is not one of fp32, bf16, fp8; set parallel.reduce_dtype to one of"}},
+       {"parallel.reduce_dtype = 'fp16' is not one of fp32, bf16; set parallel.reduce_dtype to one of"}},
       {"train: {precision: fp4}",
        {"train.precision = 'fp4' is not one of fp32, bf16, fp8; set train.precision"}},
       {"train: {fp8_scaling: blockwise}",
