@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include "optim/outer/codec.h"
@@ -114,6 +115,7 @@ Plan make_plan(const Config& c) {
     s.stage = stage;
     int layers = 0, tp_collectives = 0;  // per microbatch
     double pp_messages = 0;
+    std::map<int, int64_t> linear_elements;  // decoder layers' 2-D weights, by unit (layer)
     for (int chunk = 0; chunk < v; ++chunk) {
       const pipe::LayerRange& r = ranges[shape.virtual_stage(chunk)];
       const ModelPart part{r.first, r.end, shape.is_first(chunk), shape.is_last(chunk)};
@@ -121,6 +123,8 @@ Plan make_plan(const Config& c) {
         int64_t n = 1;
         for (int64_t d : info.shape) n *= d;
         s.parameters += n;
+        if (info.shape.size() == 2 && info.unit >= 0 && info.unit < c.model.layers)
+          linear_elements[info.unit] += n;
       }
       layers += r.count();
       // Per layer two tensor-parallel exits forward and two entries backward (recomputation: the
@@ -140,6 +144,14 @@ Plan make_plan(const Config& c) {
     s.parameter_bytes = compute_bytes(c) * params / (p.zero >= 3 ? n : 1.0);
     s.gradient_bytes = p.zero == 0 ? 4.0 * params : 4.0 * params / n + (p.zero == 1 ? 4.0 * params : 0.0);
     s.optimizer_bytes = (8.0 + master) * params / (p.zero >= 1 ? n : 1.0);
+    if (c.train.precision == runtime::Precision::kFp8) {
+      int64_t all = 0, largest = 0;
+      for (const auto& [unit, elements] : linear_elements) {
+        all += elements;
+        largest = std::max(largest, elements);
+      }
+      s.fp8_cache_bytes = 2.0 * static_cast<double>(p.zero >= 3 ? std::min(all, 2 * largest) : all);
+    }
 
     // Chunk-microbatches alive at the peak: GPipe all, 1F1B and interleaved their warmup plus one.
     const int alive = std::min(pipe::warmup_forwards(kind, shape) + 1, p.microbatches * v);
@@ -187,6 +199,13 @@ std::string format_plan(const Config& c, const Plan& plan) {
                      format_bytes(s.parameter_bytes).c_str(), format_bytes(s.gradient_bytes).c_str(),
                      format_bytes(s.optimizer_bytes).c_str(), format_bytes(s.model_state_bytes()).c_str(),
                      format_bytes(s.activation_bytes).c_str());
+  }
+  if (c.train.precision == runtime::Precision::kFp8) {
+    out += "fp8 weight cache per rank (W and W^T in FP8 of each decoder linear weight";
+    out += p.zero >= 3 ? ", the two units ZeRO-3 holds gathered):" : "):";
+    for (const StagePlan& s : plan.stages)
+      out += formatted(" stage %d %s", s.stage, format_bytes(s.fp8_cache_bytes).c_str());
+    out += "\n";
   }
   if (c.train.recompute != runtime::Recompute::kNone) {
     const double extra = recompute_flops_per_token(c), step = runtime::training_flops_per_token(c.model);

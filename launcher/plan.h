@@ -25,6 +25,10 @@ struct StagePlan {
   // times the layers and microbatches alive, plus one layer's rerun and the head
   // (activation_estimate.h).
   double activation_bytes = 0;
+  // train.precision fp8: the weight cache's FP8 W and W^T of each decoder linear weight (a byte
+  // each per element): every layer of the stage, or under ZeRO-3 the two units gathered at a time
+  // (the one computing and the one prefetched). 0 otherwise.
+  double fp8_cache_bytes = 0;
   // Bytes one rank sends per step (ring costs: all-reduce 2(n-1)/n, reduce-scatter and
   // all-gather (n-1)/n of the buffer).
   double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, embedding_bytes = 0;

@@ -208,14 +208,13 @@ std::unique_ptr<comm::IslandLease> hold_island_id(const Config& config, const co
   return lease;
 }
 
-// Why train.precision fp8 cannot run on `device`, or "" where it can.
-std::string fp8_unavailable_on(c10::Device device) {
+// Why train.precision fp8 under `scaling` cannot run on `device`, or "" where it can.
+std::string fp8_unavailable_on(c10::Device device, Fp8Scaling scaling) {
   if (!device.is_cuda()) return "this rank runs on the CPU";
 #if ATOLL_CUDA
   const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(device.index());
-  if (gpu->major < 9)
-    return "this rank's GPU (" + std::string(gpu->name) + ") has compute capability " +
-           std::to_string(gpu->major) + "." + std::to_string(gpu->minor);
+  const std::string why = fp8_unsupported_on(gpu->major, gpu->minor, scaling);
+  if (!why.empty()) return "this rank's GPU (" + std::string(gpu->name) + "): " + why;
 #endif
   return "";
 }
@@ -246,11 +245,11 @@ KernelLevers resolve_kernels(const Config& config, c10::Device device) {
                          " = true cannot apply on the CPU (it is a CUDA kernel of Atoll's own); set it to "
                          "auto (on a GPU, off on the CPU) or false, or run.device: cuda");
   if (config.train.precision == Precision::kFp8) {
-    const std::string without = fp8_unavailable_on(device);
+    const std::string without = fp8_unavailable_on(device, config.train.fp8_scaling);
     if (!without.empty())
       problems.push_back(
-          "config: train.precision = fp8 needs a GPU of compute capability 9.0+ (FP8 tensor "
-          "cores, through cuBLASLt); " +
+          "config: train.precision = fp8 needs a GPU with FP8 tensor cores (compute capability 8.9+ "
+          "tensorwise, 9.0+ rowwise, through LibTorch's _scaled_mm); " +
           without + "; set train.precision: bf16");
   }
   if (!problems.empty()) throw ConfigError(problems);

@@ -131,6 +131,9 @@ Fp8WeightCache::Entry& Fp8WeightCache::entry_for(const at::Tensor& weight) {
   const int64_t version = weight.is_inference() ? 0 : weight._version();
   const auto found = entries_.find(key);
   if (found != entries_.end() && found->second.version == version) return found->second;
+  // Entries follow their weights' residency: a weight ZeRO-3 released (its storage emptied) takes
+  // its FP8 operands with it, so that the cache holds about the units gathered, not the whole model.
+  std::erase_if(entries_, [](const auto& item) { return item.second.weight.storage().nbytes() == 0; });
   const at::NoGradGuard no_grad;  // the operands belong to no graph
   Entry entry{weight, version, quantize(weight.contiguous(), kOperands, scaling_), {}};
   ++quantizations_;

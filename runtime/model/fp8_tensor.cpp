@@ -41,9 +41,9 @@ std::string shape_of(const at::Tensor& t) {
   return s + "]";
 }
 
-// The operands' shapes, types and scales as fp8_mm documents them; `for_scaled_mm` adds what
-// cuBLASLt needs (checked on the CPU too, so that a CPU run of the call is the GPU's call).
-void check_operands(const Fp8Tensor& a, const Fp8Tensor& b, bool for_scaled_mm) {
+// The operands' shapes, types and scales and the output dtype as fp8_mm documents them: what the GPU's
+// _scaled_mm takes, checked for every backend, so that a CPU run of the call is the GPU's call.
+void check_operands(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dtype) {
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("fp8_mm: " + why + " (a " + shape_of(a.data) + ", b " + shape_of(b.data) +
                                 ")");
@@ -57,13 +57,30 @@ void check_operands(const Fp8Tensor& a, const Fp8Tensor& b, bool for_scaled_mm) 
     fail("rowwise scales must be [rows, 1]");
   if (!rowwise(a) && (a.inverse_scale.numel() != 1 || b.inverse_scale.numel() != 1))
     fail("tensorwise scales must be single values");
-  if (!for_scaled_mm) return;
+  for (const at::Tensor& scale : {a.inverse_scale, b.inverse_scale})
+    if (scale.scalar_type() != at::kFloat || !scale.is_contiguous()) fail("scales must be contiguous fp32");
+  if (out_dtype != at::kBFloat16 && out_dtype != at::kHalf && out_dtype != at::kFloat)
+    fail("the output must be bf16, fp16 or fp32");
+  if (rowwise(a) && out_dtype != at::kBFloat16) fail("a rowwise-scaled product's output must be bf16");
   if (!a.data.is_contiguous() || !b.data.is_contiguous()) fail("needs contiguous operands, K innermost");
   if (a.data.size(1) % 16 != 0) fail("cuBLASLt needs the contraction length K a multiple of 16");
   if (b.data.size(0) % 16 != 0) fail("cuBLASLt needs b's rows N a multiple of 16");
   if (a.data.scalar_type() == at::kFloat8_e5m2 && b.data.scalar_type() == at::kFloat8_e5m2)
     fail("cuBLASLt has no E5M2 x E5M2 product");
 }
+
+}  // namespace
+
+std::string fp8_unsupported_on(int major, int minor, Fp8Scaling scaling) {
+  const std::string capability = std::to_string(major) + "." + std::to_string(minor);
+  if (major * 10 + minor < 89) return "compute capability " + capability + " has no FP8 tensor cores (8.9+)";
+  if (scaling == Fp8Scaling::kRowwise && major < 9)
+    return "compute capability " + capability +
+           " runs tensorwise FP8 products only (LibTorch's rowwise kernel is Hopper's, 9.0+)";
+  return "";
+}
+
+namespace {
 
 #if ATOLL_CUDA
 
@@ -170,7 +187,7 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
                   Fp8Backend backend) {
   if (backend == Fp8Backend::kAuto)
     backend = a.data.is_cuda() ? Fp8Backend::kScaledMm : Fp8Backend::kEmulated;
-  check_operands(a, b, backend == Fp8Backend::kScaledMm);
+  check_operands(a, b, out_dtype);
   if (backend == Fp8Backend::kEmulated) return at::mm(dequantize(a), dequantize(b).t()).to(out_dtype);
   // b^T as _scaled_mm's column-major [K, N] second operand; its rowwise scales as [1, N].
   const at::Tensor scale_b = rowwise(b) ? b.inverse_scale.t() : b.inverse_scale;

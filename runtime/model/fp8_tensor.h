@@ -85,13 +85,20 @@ enum class Fp8Backend {
 
 // a @ b^T for a = [M, K] and b = [N, K], both contiguous with K innermost (the contraction dimension
 // is each operand's rows' length: what cuBLASLt's FP8 kernels on Hopper take, a row-major first
-// operand and a column-major second), scales both tensorwise or both rowwise, in `out_dtype` (bf16,
-// fp16 or fp32). Through at::_scaled_mm(a.data, b.data.t(), a.inverse_scale, b's scale as [1, N]):
-// on a GPU K and N must be multiples of 16, and two E5M2 operands are refused (cuBLASLt has no
-// E5M2 x E5M2 kernel); std::invalid_argument names the first that fails. `fast_accumulation`:
+// operand and a column-major second), scales contiguous fp32, both tensorwise or both rowwise, in
+// `out_dtype` (bf16, fp16 or fp32; bf16 only for rowwise). Through at::_scaled_mm(a.data,
+// b.data.t(), a.inverse_scale, b's scale as [1, N]): K and N must be multiples of 16, and two E5M2
+// operands are refused (cuBLASLt has no E5M2 x E5M2 kernel). Every backend checks what the GPU's
+// call needs; std::invalid_argument names the first that fails. `fast_accumulation`:
 // _scaled_mm's use_fast_accum (Hopper's FP8 accumulator without the periodic promotion to fp32);
 // the emulation ignores it.
 at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dtype,
                   bool fast_accumulation = false, Fp8Backend backend = Fp8Backend::kAuto);
+
+// Why a GPU of compute capability major.minor cannot run FP8 products under `scaling` through
+// LibTorch's _scaled_mm, or "" where it can: tensorwise from Ada (8.9: cuBLASLt's FP8 kernels),
+// rowwise from Hopper (9.0: the CUTLASS kernel LibTorch builds for it). Blackwell (10.x, 12.x) is
+// let through, not yet verified.
+std::string fp8_unsupported_on(int major, int minor, Fp8Scaling scaling);
 
 }  // namespace atl::runtime

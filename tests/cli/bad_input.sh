@@ -198,7 +198,7 @@ expect_error fused_cross_entropy_cpu "kernels.fused_cross_entropy = true cannot 
 expect_error fused_cross_entropy_tp "kernels.fused_cross_entropy = true cannot apply at parallel.tp = 2 \(the kernels take whole vocabulary rows; .*\); set it to auto or false, or parallel.tp to 1" \
   2 train "$work/tiny.yaml" --set parallel.tp=2 --set parallel.dp=1 --set kernels.fused_cross_entropy=true
 # FP8 needs a GPU's FP8 tensor cores: on the CPU one line names the setting, the value and the fix.
-expect_error fp8_cpu "train.precision = fp8 needs a GPU of compute capability 9.0\+ \(FP8 tensor cores, through cuBLASLt\); this rank runs on the CPU; set train.precision: bf16" \
+expect_error fp8_cpu "train.precision = fp8 needs a GPU with FP8 tensor cores \(compute capability 8.9\+ tensorwise, 9.0\+ rowwise, through LibTorch's _scaled_mm\); this rank runs on the CPU; set train.precision: bf16" \
   2 train "$work/tiny.yaml" --set run.device=cpu --set train.precision=fp8
 
 # Config, data and checkpoint mistakes added with the operations work (exit codes, on_nonfinite,

@@ -4,8 +4,8 @@
 // and amax = 0; at::_scaled_mm's product (cuBLASLt) against the fp64 product of the dequantized
 // operands within the accumulator's and the output's rounding, printing how close it came; and
 // fp8_linear's three products through _scaled_mm against the emulated backend on the same tensors.
-// The products need compute capability 8.9+ (FP8 tensor cores): on an older GPU those cases fail,
-// naming it (the suite's cases never skip).
+// The products need what start-up's gate lets through (8.9+ tensorwise, 9.0+ rowwise): on an older
+// GPU those cases fail, naming it (the suite's cases never skip).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <gtest/gtest.h>
@@ -109,9 +109,11 @@ TEST(Fp8CastKernel, SaturatesAndKeepsScaleOneForZeros) {
   }
 }
 
-bool has_fp8_tensor_cores() {
+// What start-up's gate says of this GPU under `scaling` (atl::runtime::fp8_unsupported_on): "" where
+// the products run. The tests require what the gate lets through.
+std::string unsupported(Fp8Scaling scaling) {
   const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
-  return p->major * 10 + p->minor >= 89;
+  return atl::runtime::fp8_unsupported_on(p->major, p->minor, scaling);
 }
 
 std::string device_line() {
@@ -133,7 +135,7 @@ struct ProductCase {
 // of sum |a||b| is what this allows it (the fp32 bound would be K * 2^-24). The printed figure is the
 // accumulator's largest error as a fraction of sum |a||b|: what the GPU measured.
 TEST(Fp8Product, ScaledMmIsTheProductOfTheDequantizedOperands) {
-  ASSERT_TRUE(has_fp8_tensor_cores()) << "FP8 products need compute capability 8.9+: " << device_line();
+  ASSERT_EQ(unsupported(Fp8Scaling::kTensorwise), "") << device_line();
   std::cout << device_line() << std::endl;
   const std::vector<ProductCase> cases = {
       {256, 4096, 512, Fp8Format::kE4M3, Fp8Scaling::kTensorwise, at::kBFloat16, false},
@@ -146,6 +148,7 @@ TEST(Fp8Product, ScaledMmIsTheProductOfTheDequantizedOperands) {
       {40, 2048, 8192, Fp8Format::kE5M2, Fp8Scaling::kTensorwise, at::kBFloat16, false},
   };
   for (const ProductCase& c : cases) {
+    ASSERT_EQ(unsupported(c.scaling), "") << device_line();
     at::manual_seed(31);
     const at::Tensor a = at::randn({c.m, c.k}, on_gpu(at::kBFloat16)) * 3;
     const at::Tensor b = at::randn({c.n, c.k}, on_gpu(at::kBFloat16)) * 0.02;
@@ -176,8 +179,9 @@ TEST(Fp8Product, ScaledMmIsTheProductOfTheDequantizedOperands) {
 // same operands (which the CPU's unit tests pin bit for bit), within the product's bound; with the
 // weight cache for two microbatches, as training runs it.
 TEST(Fp8Product, Fp8LinearThroughScaledMmMatchesTheEmulation) {
-  ASSERT_TRUE(has_fp8_tensor_cores()) << "FP8 products need compute capability 8.9+: " << device_line();
+  ASSERT_EQ(unsupported(Fp8Scaling::kTensorwise), "") << device_line();
   for (const Fp8Scaling scaling : {Fp8Scaling::kTensorwise, Fp8Scaling::kRowwise}) {
+    ASSERT_EQ(unsupported(scaling), "") << device_line();
     at::manual_seed(41);
     const at::Tensor x0 = at::randn({4, 128, 1024}, on_gpu(at::kBFloat16));
     const at::Tensor w0 = at::randn({2816, 1024}, on_gpu(at::kBFloat16)) * 0.02;

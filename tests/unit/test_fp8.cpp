@@ -20,6 +20,7 @@
 
 #include "comm/single_rank_communicator.h"
 #include "parallel/flat_parameters.h"
+#include "parallel/resident_storage.h"
 #include "runtime/config/config.h"
 #include "runtime/model/fp8_linear.h"
 #include "runtime/model/fp8_tensor.h"
@@ -230,6 +231,7 @@ TEST(Fp8Product, TheEmulationAgreesWithLibTorchsScaledMmOnTheCpu) {
   for (const Fp8Scaling scaling : {Fp8Scaling::kTensorwise, Fp8Scaling::kRowwise})
     for (const Fp8Format a_format : {Fp8Format::kE4M3, Fp8Format::kE5M2})
       for (const at::ScalarType out : {at::kFloat, at::kBFloat16}) {
+        if (scaling == Fp8Scaling::kRowwise && out == at::kFloat) continue;  // refused, as on the GPU
         const Fp8Tensor qa = atl::runtime::quantize(a, a_format, scaling);
         const Fp8Tensor qb = atl::runtime::quantize(b, Fp8Format::kE4M3, scaling);
         const at::Tensor emulated =
@@ -253,9 +255,10 @@ TEST(Fp8Product, RefusesWhatCublasLtCannotTake) {
   const auto quantized = [](int64_t rows, int64_t cols, Fp8Format format, Fp8Scaling scaling) {
     return atl::runtime::quantize(at::randn({rows, cols}), format, scaling);
   };
-  const auto refusal = [](const Fp8Tensor& a, const Fp8Tensor& b, atl::runtime::Fp8Backend backend) {
+  const auto refusal = [](const Fp8Tensor& a, const Fp8Tensor& b, atl::runtime::Fp8Backend backend,
+                          at::ScalarType out = at::kBFloat16) {
     try {
-      atl::runtime::fp8_mm(a, b, at::kBFloat16, false, backend);
+      atl::runtime::fp8_mm(a, b, out, false, backend);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
@@ -263,13 +266,27 @@ TEST(Fp8Product, RefusesWhatCublasLtCannotTake) {
   };
   using atl::runtime::Fp8Backend;
   const Fp8Tensor k20 = quantized(16, 20, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
-  EXPECT_NE(refusal(k20, k20, Fp8Backend::kScaledMm).find("K a multiple of 16"), std::string::npos);
-  EXPECT_EQ(refusal(k20, k20, Fp8Backend::kEmulated), "") << "the emulation takes any shape";
-  const Fp8Tensor n8 = quantized(8, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
-  const Fp8Tensor m8 = quantized(8, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
-  EXPECT_NE(refusal(m8, n8, Fp8Backend::kScaledMm).find("N a multiple of 16"), std::string::npos);
-  const Fp8Tensor e5 = quantized(16, 32, Fp8Format::kE5M2, Fp8Scaling::kTensorwise);
-  EXPECT_NE(refusal(e5, e5, Fp8Backend::kScaledMm).find("E5M2 x E5M2"), std::string::npos);
+  // Every backend refuses what the GPU's call cannot take: a CPU run is the GPU's call.
+  for (const Fp8Backend backend : {Fp8Backend::kScaledMm, Fp8Backend::kEmulated}) {
+    EXPECT_NE(refusal(k20, k20, backend).find("K a multiple of 16"), std::string::npos);
+    const Fp8Tensor n8 = quantized(8, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
+    const Fp8Tensor m8 = quantized(8, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
+    EXPECT_NE(refusal(m8, n8, backend).find("N a multiple of 16"), std::string::npos);
+    const Fp8Tensor e5 = quantized(16, 32, Fp8Format::kE5M2, Fp8Scaling::kTensorwise);
+    EXPECT_NE(refusal(e5, e5, backend).find("E5M2 x E5M2"), std::string::npos);
+    const Fp8Tensor by_row = quantized(16, 32, Fp8Format::kE4M3, Fp8Scaling::kRowwise);
+    EXPECT_EQ(refusal(by_row, by_row, backend, at::kFloat),
+              "fp8_mm: a rowwise-scaled product's output must be bf16 (a [16, 32], b [16, 32])");
+    EXPECT_EQ(refusal(by_row, by_row, backend), "");
+    Fp8Tensor double_scale = quantized(16, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
+    double_scale.inverse_scale = double_scale.inverse_scale.to(at::kDouble);
+    EXPECT_NE(refusal(double_scale, double_scale, backend).find("scales must be contiguous fp32"),
+              std::string::npos);
+    Fp8Tensor strided_scale = by_row;
+    strided_scale.inverse_scale = at::cat({by_row.inverse_scale, by_row.inverse_scale}, 1).narrow(1, 0, 1);
+    EXPECT_NE(refusal(strided_scale, by_row, backend).find("scales must be contiguous fp32"),
+              std::string::npos);
+  }
   const Fp8Tensor rows = quantized(16, 32, Fp8Format::kE4M3, Fp8Scaling::kRowwise);
   const Fp8Tensor whole = quantized(16, 32, Fp8Format::kE4M3, Fp8Scaling::kTensorwise);
   EXPECT_NE(refusal(rows, whole, Fp8Backend::kEmulated).find("scaled tensorwise or both rowwise"),
@@ -291,10 +308,9 @@ std::string name_of(const LinearCase& c) {
 const std::vector<LinearCase>& linear_cases() {
   static const std::vector<LinearCase> cases = {{Fp8Scaling::kTensorwise, Fp8Format::kE5M2, at::kFloat},
                                                 {Fp8Scaling::kTensorwise, Fp8Format::kE4M3, at::kFloat},
-                                                {Fp8Scaling::kRowwise, Fp8Format::kE4M3, at::kFloat},
-                                                {Fp8Scaling::kRowwise, Fp8Format::kE5M2, at::kFloat},
                                                 {Fp8Scaling::kTensorwise, Fp8Format::kE5M2, at::kBFloat16},
-                                                {Fp8Scaling::kRowwise, Fp8Format::kE4M3, at::kBFloat16}};
+                                                {Fp8Scaling::kRowwise, Fp8Format::kE4M3, at::kBFloat16},
+                                                {Fp8Scaling::kRowwise, Fp8Format::kE5M2, at::kBFloat16}};
   return cases;
 }
 
@@ -455,10 +471,24 @@ TEST(Fp8Linear, EachGradientAloneIsTheSame) {
 
 // Four microbatches of one step: each weight quantized once, its transpose made once, the results
 // those of quantizing at every use; an in-place update (the optimizer's) or start_step quantizes anew.
+// Under ZeRO-3 a unit's values are freed after use: its FP8 operands go with them (at the next
+// quantization), so the cache holds about the units gathered, not the whole model.
+TEST(Fp8WeightCache, DropsTheOperandsOfAWeightWhoseStorageWasFreed) {
+  atl::runtime::Fp8WeightCache cache(Fp8Scaling::kTensorwise);
+  const at::Tensor a = at::randn({32, 64}), b = at::randn({32, 64});
+  cache.forward_operand(a);
+  EXPECT_EQ(cache.entries(), 1u);
+  atl::parallel::release_storage(a);  // as ZeRO-3 releases a unit
+  cache.forward_operand(b);
+  EXPECT_EQ(cache.entries(), 1u) << "a's FP8 operands outlived its values";
+  EXPECT_EQ(cache.quantizations(), 2);
+}
+
 TEST(Fp8WeightCache, QuantizesEachWeightOnceAStep) {
   for (const Fp8Scaling scaling : {Fp8Scaling::kTensorwise, Fp8Scaling::kRowwise}) {
     const atl::runtime::Fp8Recipe recipe = atl::runtime::Fp8Recipe::with_scaling(scaling);
-    const LinearInputs in = linear_inputs(at::kFloat);
+    // Rowwise products come out in bf16 only (as on the GPU).
+    const LinearInputs in = linear_inputs(scaling == Fp8Scaling::kRowwise ? at::kBFloat16 : at::kFloat);
     const LinearResults uncached = run_fp8_linear(in, recipe);
     atl::runtime::Fp8WeightCache cache(scaling);
     const at::Tensor weight = in.weight.clone().requires_grad_();
@@ -605,6 +635,24 @@ TEST(Fp8Config, PrecisionFp8AndItsRules) {
 }
 
 // On the CPU fp8 is one line naming the setting, the value and the fix (atoll train exits 2 with it).
+// The compute-capability rule start-up, the GPU tests and docs/gpu.md share: tensorwise from Ada
+// (8.9), rowwise from Hopper (9.0), nothing before Ada.
+TEST(Fp8Config, TheComputeCapabilityGate) {
+  using atl::runtime::fp8_unsupported_on;
+  EXPECT_EQ(fp8_unsupported_on(8, 6, Fp8Scaling::kTensorwise),
+            "compute capability 8.6 has no FP8 tensor cores (8.9+)");
+  EXPECT_EQ(fp8_unsupported_on(8, 9, Fp8Scaling::kTensorwise), "");
+  EXPECT_EQ(
+      fp8_unsupported_on(8, 9, Fp8Scaling::kRowwise),
+      "compute capability 8.9 runs tensorwise FP8 products only (LibTorch's rowwise kernel is Hopper's, "
+      "9.0+)");
+  for (const Fp8Scaling scaling : {Fp8Scaling::kTensorwise, Fp8Scaling::kRowwise}) {
+    EXPECT_EQ(fp8_unsupported_on(9, 0, scaling), "");
+    EXPECT_EQ(fp8_unsupported_on(10, 0, scaling), "");
+    EXPECT_NE(fp8_unsupported_on(7, 5, scaling), "");
+  }
+}
+
 TEST(Fp8Config, RefusedOnTheCpuWithOneLine) {
   const atl::runtime::Config fp8 = atl::runtime::parse_config("", {"train.precision=fp8"});
   try {
@@ -612,9 +660,10 @@ TEST(Fp8Config, RefusedOnTheCpuWithOneLine) {
     ADD_FAILURE() << "train.precision fp8 resolved on the CPU";
   } catch (const atl::runtime::ConfigError& e) {
     EXPECT_EQ(e.problems(),
-              std::vector<std::string>{"config: train.precision = fp8 needs a GPU of compute "
-                                       "capability 9.0+ (FP8 tensor cores, through cuBLASLt); this "
-                                       "rank runs on the CPU; set train.precision: bf16"});
+              std::vector<std::string>{"config: train.precision = fp8 needs a GPU with FP8 tensor cores "
+                                       "(compute capability 8.9+ tensorwise, 9.0+ rowwise, through "
+                                       "LibTorch's _scaled_mm); this rank runs on the CPU; set "
+                                       "train.precision: bf16"});
   }
   // On a GPU, kernels.fused_weight_grad's auto stays off under fp8, and the start-up line says why.
   atl::runtime::KernelLevers levers;

@@ -51,6 +51,23 @@ TEST(Plan, StageParametersAreWhatTheModelAllocates) {
   EXPECT_EQ(plan.stages[1].embedding_bytes, 0.0);
 }
 
+// train.precision fp8: the weight cache holds W and W^T of each decoder linear weight in FP8, a byte
+// each per element: every layer of the stage, or the two units ZeRO-3 holds gathered at a time.
+TEST(Plan, CountsTheFp8WeightCache) {
+  Config c = llama2_7b(2, 4, 2);
+  EXPECT_EQ(make_plan(c).stages[0].fp8_cache_bytes, 0.0) << "bf16 and fp32 hold no FP8 cache";
+  c.train.precision = Precision::kFp8;
+  const double dim = 4096, ffn = 11008;
+  const double layer =
+      (4 * dim * dim + 3 * dim * ffn) / 2;  // q, k, v, o (kv_heads = heads), gate, up, down; tp 2
+  for (int zero : {0, 1, 2}) {
+    c.parallel.zero = zero;
+    for (const StagePlan& s : make_plan(c).stages) EXPECT_DOUBLE_EQ(s.fp8_cache_bytes, 2.0 * 16 * layer);
+  }
+  c.parallel.zero = 3;
+  for (const StagePlan& s : make_plan(c).stages) EXPECT_DOUBLE_EQ(s.fp8_cache_bytes, 2.0 * 2 * layer);
+}
+
 TEST(Plan, ZeroStagesShardModelStateOverDataParallelRanks) {
   Config c = llama2_7b(1, 4, 1);
   const StagePlan plain = make_plan(c).stages[0];
