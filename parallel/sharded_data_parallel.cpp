@@ -452,10 +452,6 @@ void ShardedDataParallel::wait_gather(size_t bucket) {
   if (!s.gather) return;
   s.gather->wait();
   s.gather.reset();
-  // Stages 1-2: the gather after the optimizer step wrote the values behind autograd's back; a new
-  // version tells whatever keys on it (the FP8 weight cache) that they changed. Not ZeRO-3's
-  // regathers: the same values again, which backward's saved tensors must find at their version.
-  if (stage_ <= 2) torch::autograd::impl::bump_version(params_.buckets()[bucket].values);
 }
 
 void ShardedDataParallel::release_values(size_t bucket) {

@@ -54,9 +54,9 @@ struct Fp8Recipe {
 // input-gradient operand W^T) made on first use and handed to every microbatch's forward and
 // backward until start_step. A weight is known by its storage (a ZeRO-3 release and re-gather keeps
 // the storage object), offset, sizes and strides, and its autograd version: an in-place update of
-// the weight (the optimizer's) or ZeRO-1/2's gather writing it (the data-parallel engine bumps the
-// version) makes the entry stale even before start_step (ZeRO-3's gather after the optimizer step
-// still needs start_step). Holds two bytes per cached parameter (W and W^T in
+// the weight (the optimizer's) makes the entry stale even before start_step; a collective writing
+// it (ZeRO's gathers: MPI and NCCL write behind autograd's back, and a version bump there would
+// invalidate every tensor backward saved from the same flat buffer) needs start_step. Holds two bytes per cached parameter (W and W^T in
 // FP8); an entry whose weight's storage was freed (a unit ZeRO-3 released) is dropped at the next
 // quantization, so under ZeRO-3 the cache holds about the units gathered. Thread-safe: autograd runs a
 // GPU's backward on a thread of its own.

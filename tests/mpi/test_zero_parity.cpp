@@ -4,7 +4,6 @@
 // parameter counts that do not divide by dp. And the model state each rank really allocates matches
 // `atoll plan`'s prediction.
 #include "parallel/context_pointer.h"
-#include "runtime/model/fp8_linear.h"
 #include "runtime/model/recompute.h"
 #include "tests/parity_harness.h"
 
@@ -306,29 +305,6 @@ TEST(ZeroParity, AUnitGatheredAgainAfterItsRoundIsFreedByFinish) {
   EXPECT_GT(engine.state_bytes().parameters, shard_bytes);
   engine.finish();
   EXPECT_EQ(engine.state_bytes().parameters, shard_bytes) << "a unit is still gathered after finish()";
-}
-
-// ZeRO-1/2 gather the updated values after the optimizer step through MPI, which autograd does not
-// see: the engine moves the values' version, so the FP8 weight cache's operands are stale without
-// start_step.
-ATOLL_RUNS_AT(ZeroParity, AGatherOfUpdatedValuesMakesTheFp8CacheStale, 2);
-TEST(ZeroParity, AGatherOfUpdatedValuesMakesTheFp8CacheStale) {
-  const auto world = atl::test::MpiTestEnv::runtime().world();
-  for (const int zero : {1, 2}) {
-    atl::parallel::FlatParameters flat({{"w", {32, 64}}}, at::kFloat,
-                                       atl::parallel::zero_layout(zero, world->size(), 1 << 20, 4),
-                                       at::kFloat);
-    atl::parallel::ShardedDataParallel engine(flat, *world, zero);
-    atl::runtime::Fp8WeightCache cache(atl::runtime::Fp8Scaling::kTensorwise);
-    const at::Tensor w = flat.entry("w").value;
-    cache.forward_operand(w);
-    cache.forward_operand(w);
-    EXPECT_EQ(cache.quantizations(), 1);
-    engine.after_optimizer_step();                             // starts the gather of the updated values
-    engine.acquire(0, atl::parallel::ParameterGate::kNoUnit);  // waits for it
-    cache.forward_operand(w);
-    EXPECT_EQ(cache.quantizations(), 2) << "ZeRO-" << zero;
-  }
 }
 
 class ZeroStage : public ::testing::TestWithParam<int> {};
