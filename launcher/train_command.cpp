@@ -10,6 +10,7 @@
 #include "runtime/config/config.h"
 #include "runtime/fault_hooks.h"
 #include "runtime/process_exit.h"
+#include "runtime/startup.h"
 #include "runtime/trainer.h"
 
 namespace atl::launcher {
@@ -63,6 +64,10 @@ int train_command(int argc, char** argv) {
     return runtime::kExitBadInput;  // the failing rank has said why
   } catch (const runtime::ConfigError& e) {
     // Config problems are identical on every rank: say them once.
+    if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
+    return runtime::kExitBadInput;
+  } catch (const runtime::AgreedStartupError& e) {
+    // The same finding on every rank (the device kind the ranks chose): say it once.
     if (is_rank0) std::cerr << "atoll: " << e.what() << "\n";
     return runtime::kExitBadInput;
   } catch (const checkpoint::CheckpointError& e) {

@@ -137,9 +137,13 @@ DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, boo
     if (!asked.empty())
       throw StartupError("run.device = auto and the job asked for GPUs (" + asked + "), but " + missing->why +
                          missing->detail + "; " + missing->auto_fix);
-    return {c10::Device(c10::kCPU), "device: run.device auto: " + missing->why + "; training on the CPU"};
+    DeviceChoice cpu;
+    cpu.note = "device: run.device auto: " + missing->why + "; training on the CPU";
+    cpu.cpu_reason = missing->why;
+    return cpu;
   }
-  DeviceChoice choice{c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(binding.index)), ""};
+  DeviceChoice choice;
+  choice.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(binding.index));
   const std::string ranks = std::to_string(std::max(1, gpus.local_size)) + " ranks on this node share " +
                             plural(binding.gpus, "GPU");
   choice.gpu_shared = binding.shared;

@@ -17,6 +17,9 @@ struct DeviceChoice {
   c10::Device device = c10::Device(c10::kCPU);
   // Said once at start-up by rank 0 when auto fell back to the CPU, or when ranks share GPUs (else empty).
   std::string note;
+  // Why run.device auto chose the CPU on this rank ("no CUDA device is visible to this rank"), for
+  // the agreement across ranks (device_agreement.h); empty otherwise.
+  std::string cpu_reason;
   bool shares_gpu = false;  // ranks on this node share GPUs, allowed by run.share_gpu
   // Ranks on this node share GPUs (run.share_gpu, or islands of one rank each): the first rank on
   // each GPU (local rank < `gpus`) measures its peak alone.

@@ -10,6 +10,7 @@
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
+#include "comm/string_gather.h"
 #include "runtime/device.h"
 #include "runtime/host/usable_cpus.h"
 
@@ -102,28 +103,6 @@ std::pair<int, NodeRank> parse_node_rank_record(const std::string& record) {
   return {index.value_or(-1), rank};
 }
 
-// Every rank's `record` on `node`, in the node communicator's rank order.
-std::vector<std::string> all_gather_strings(MPI_Comm node, const std::string& record) {
-  int size = 0;
-  MPI_Comm_size(node, &size);
-  const int length = static_cast<int>(record.size());
-  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, node));
-  int total = 0;
-  for (int i = 0; i < size; ++i) {
-    offsets[static_cast<size_t>(i)] = total;
-    total += lengths[static_cast<size_t>(i)];
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  MPI_CHECK(MPI_Allgatherv(record.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                           MPI_CHAR, node));
-  std::vector<std::string> records;
-  for (int i = 0; i < size; ++i)
-    records.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(i)]),
-                                 static_cast<size_t>(lengths[static_cast<size_t>(i)])));
-  return records;
-}
-
 bool share_a_cpu(const std::vector<int>& a, const std::vector<int>& b) {
   // Both ascending (usable_cpu_ids).
   for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
@@ -194,7 +173,7 @@ RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacem
   }
   const NodeRank mine{usable_cpu_ids(), visible_gpu_identities(placement.gpu_variables)};
   const std::vector<std::string> records =
-      all_gather_strings(node, node_rank_record(placement.local_rank, mine));
+      comm::all_gather_strings(node, node_rank_record(placement.local_rank, mine));
   MPI_Comm_free(&node);
   // In local-rank order; kept only when the launcher's local ranks number the node's ranks
   // 0..local_size-1, as the node communicator counts them.

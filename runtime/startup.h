@@ -31,6 +31,13 @@ class StartupError : public std::runtime_error {
   explicit StartupError(const std::string& message);
 };
 
+// A start-up finding every rank reached together (an agreement over all of them): the same line on
+// every rank, so rank 0 says it once.
+class AgreedStartupError : public StartupError {
+ public:
+  using StartupError::StartupError;
+};
+
 // Runs `local_checks` on this rank, then agrees with every rank of `world` (collective). When some
 // rank's checks threw, the lowest such rank rethrows its error (a ConfigError as it is, anything else
 // as a StartupError) and every other rank throws PeerFailure.

@@ -14,6 +14,8 @@
 #include "optim/grad_clip.h"
 #include "runtime/checkpointing.h"
 #include "runtime/device.h"
+#include "runtime/device_agreement.h"
+#include "runtime/host/host_name.h"
 #include "runtime/host_memory.h"
 #include "runtime/island_steps.h"
 #include "runtime/metrics/allocation_peak.h"
@@ -172,6 +174,7 @@ Trainer::Trainer(const Config& config, const comm::MpiCommunicator& world, std::
   // Where this rank sits on its node (counted over `world` where the launcher did not say).
   const RankPlacement placement = completed_placement(world, environment.placement);
   agree_on_startup(world, [&] { s.check_locally(world.size(), environment, placement); });
+  agree_on_device_kind(world, s.device, host_name());  // before anything binds a device or makes NCCL
   s.set_up_process(world, placement);
   s.build(world);
   s.log_device();

@@ -1,14 +1,17 @@
 // completed_placement over a real world: every rank on the node is gathered, in local-rank order,
 // with the CPUs its affinity allows and the GPUs it sees; a rank's threads are its CPUs over the
-// ranks that may run on them. Run with mpirun --bind-to none on one host, GPUs hidden.
+// ranks that may run on them. And the ranks' agreement on the device kind, over recorded GPU
+// environments. Run with mpirun --bind-to none on one host, GPUs hidden.
 #include <gtest/gtest.h>
 #include <sched.h>
 
 #include <cstdlib>
 
 #include "comm/mpi_communicator.h"
+#include "runtime/device_agreement.h"
 #include "runtime/host/usable_cpus.h"
 #include "runtime/placement.h"
+#include "runtime/startup.h"
 #include "tests/mpi_test_env.h"
 
 namespace atl::runtime {
@@ -62,6 +65,44 @@ TEST(NodePlacement, RanksBoundToCpusOfTheirOwnShareNone) {
     EXPECT_EQ(p.node_ranks[static_cast<size_t>(r)].cpus, std::vector<int>{cpus[static_cast<size_t>(r)]});
   EXPECT_EQ(ranks_sharing_cpus(p.node_ranks, p.local_rank), 1);
   EXPECT_EQ(threads_for(p), 1);
+}
+
+// A rank alone on its node that sees `visible` GPUs (recorded), with no GPU variables set: what
+// mpirun with a hostfile gives a node.
+GpuEnvironment alone_on_node_seeing(int visible) {
+  GpuEnvironment g;
+  g.cuda_built = true;
+  g.visible = visible;
+  g.local_rank = 0;
+  g.local_size = 1;
+  return g;
+}
+
+// run.device auto where node-b sees no GPU: its rank falls back to the CPU while node-a's chooses
+// CUDA, and every rank stops with the same line (said once by rank 0, exit 2: AgreedStartupError)
+// before anything binds a device or makes a NCCL communicator.
+TEST(DeviceAgreement, AutoOnANodeWithoutGpusStopsEveryRankWithOneLine) {
+  const auto comm = world();
+  if (comm->size() != 2) GTEST_SKIP() << "written for two ranks";
+  const bool node_b = comm->rank() == 1;
+  const DeviceChoice choice = choose_device(DeviceKind::kAuto, alone_on_node_seeing(node_b ? 0 : 1));
+  ASSERT_EQ(choice.device.is_cuda(), !node_b);
+  try {
+    agree_on_device_kind(*comm, choice, node_b ? "node-b" : "node-a");
+    FAIL() << "the ranks chose cuda and cpu and agreed";
+  } catch (const AgreedStartupError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "run.device auto chose cuda on rank 0 (node-a) and cpu on rank 1 (node-b: no CUDA device is "
+              "visible to this rank); give every rank a GPU or set run.device: cpu");
+  }
+}
+
+TEST(DeviceAgreement, RanksThatChoseTheSameKindGoOn) {
+  const auto comm = world();
+  for (int visible : {0, 1})
+    EXPECT_NO_THROW(agree_on_device_kind(*comm,
+                                         choose_device(DeviceKind::kAuto, alone_on_node_seeing(visible)),
+                                         "node-" + std::to_string(comm->rank())));
 }
 
 }  // namespace
