@@ -153,11 +153,13 @@ int ranks_sharing_cpus(const std::vector<NodeRank>& node_ranks, int local_rank) 
 
 int threads_for(const RankPlacement& placement) {
   const int known = static_cast<int>(placement.node_ranks.size());
-  if (placement.local_rank >= 0 && placement.local_rank < known)
+  if (placement.local_rank >= 0 && placement.local_rank < known) {
+    const std::vector<int>& cpus = placement.node_ranks[static_cast<size_t>(placement.local_rank)].cpus;
     return threads_per_rank(
-        static_cast<int>(placement.node_ranks[static_cast<size_t>(placement.local_rank)].cpus.size()),
+        placement.compute_cpus > 0 ? placement.compute_cpus : static_cast<int>(cpus.size()),
         ranks_sharing_cpus(placement.node_ranks, placement.local_rank));
-  return threads_per_rank(usable_cpus(), placement.local_size);
+  }
+  return threads_per_rank(usable_cores(), placement.local_size);
 }
 
 int device_for(int local_rank, int devices) {
@@ -171,6 +173,7 @@ RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacem
     MPI_Comm_rank(node, &placement.local_rank);
     MPI_Comm_size(node, &placement.local_size);
   }
+  placement.compute_cpus = usable_cores();
   const NodeRank mine{usable_cpu_ids(), visible_gpu_identities(placement.gpu_variables)};
   const std::vector<std::string> records =
       comm::all_gather_strings(node, node_rank_record(placement.local_rank, mine));

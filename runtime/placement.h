@@ -37,6 +37,10 @@ struct RankPlacement {
   int node = -1;        // the node's index in the allocation
   std::string source;   // "Open MPI", "Slurm", "PMIx", or "" when none of them is set
   GpuVariables gpu_variables;
+  // How many CPUs this rank's intra-op threads can keep busy, before sharing them with the node's
+  // other ranks: the physical cores among those its affinity allows, within its cgroup's CPU quota
+  // (usable_cores), from completed_placement; -1 before it.
+  int compute_cpus = -1;
   // What each rank on the node may use, in local-rank order (node_ranks[local_rank] is this one),
   // from completed_placement; empty before it, or where the node's ranks do not number
   // 0..local_size-1 between them.
@@ -60,13 +64,16 @@ int threads_per_rank(int cpus, int sharing);
 // `node_ranks` or a local_rank outside it.
 int ranks_sharing_cpus(const std::vector<NodeRank>& node_ranks, int local_rank);
 
-// Threads per rank for run.threads = 0, from `placement` alone: this rank's CPUs over the ranks
-// sharing them where `placement` has node_ranks, else usable_cpus() over local_size.
+// Threads per rank for run.threads = 0, from `placement` alone: this rank's compute_cpus (where
+// unknown, the CPUs its affinity allows) over the ranks sharing its CPUs where `placement` has
+// node_ranks, else usable_cores() over local_size. Ranks that share CPUs are taken to share the
+// cgroup's quota too (ranks of one container).
 int threads_for(const RankPlacement& placement);
 
 // `placement` completed over `world`'s ranks on this node: local_rank and local_size where the
-// launcher did not give them (a launcher gives them to every rank or to none), and node_ranks, what
-// each rank on the node may use (its CPU affinity, the identities of the GPUs it sees). Collective:
+// launcher did not give them (a launcher gives them to every rank or to none), compute_cpus, and
+// node_ranks, what each rank on the node may use (its CPU affinity, the identities of the GPUs it
+// sees). Collective:
 // every rank of `world` calls it at once.
 RankPlacement completed_placement(const comm::MpiCommunicator& world, RankPlacement placement);
 

@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <thread>
 
+#include "runtime/host/cpu_cores.h"
+#include "runtime/host/cpu_quota.h"
+
 namespace atl::runtime {
 
 std::vector<int> usable_cpu_ids() {
@@ -33,7 +36,11 @@ std::vector<int> usable_cpu_ids() {
 }
 
 int usable_cpus() {
-  return std::max(1, static_cast<int>(usable_cpu_ids().size()));
+  return cpus_within(static_cast<int>(usable_cpu_ids().size()), process_cpu_limit());
+}
+
+int usable_cores() {
+  return cpus_within(physical_cores(usable_cpu_ids()), process_cpu_limit());
 }
 
 }  // namespace atl::runtime

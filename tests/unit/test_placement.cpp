@@ -174,6 +174,26 @@ TEST(Placement, RanksSharingCpus) {
   EXPECT_EQ(threads_for(placement), 3);
 }
 
+// What the rank's threads can keep busy (its cores within the cgroup's quota) is shared like its CPUs.
+TEST(Placement, ThreadsCountComputeCpusWhereKnown) {
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  RankPlacement placement;
+  placement.local_rank = 0;
+  placement.local_size = 2;
+  placement.node_ranks = {{all, {}}, {all, {}}};  // two ranks of one container, unbound
+  EXPECT_EQ(threads_for(placement), 4);           // not read: the 8 CPUs over 2 ranks
+  placement.compute_cpus = 4;                     // 4 cores (SMT siblings), or a 4-CPU quota
+  EXPECT_EQ(threads_for(placement), 2);
+  placement.compute_cpus = 1;
+  EXPECT_EQ(threads_for(placement), 1);
+  // Each bound to one core's two SMT siblings: its two CPUs are one core, shared with no rank.
+  placement.node_ranks = {{{0, 4}, {}}, {{1, 5}, {}}};
+  placement.compute_cpus = -1;
+  EXPECT_EQ(threads_for(placement), 2);  // not read: two CPUs
+  placement.compute_cpus = 1;
+  EXPECT_EQ(threads_for(placement), 1);
+}
+
 // Under `taskset -c C` (here: this thread's affinity set to one CPU) a rank takes one thread, not the
 // machine's count; restored after.
 TEST(Placement, ThreadsFollowTheCpuAffinityNotTheMachine) {
