@@ -9,6 +9,7 @@
 #include <set>
 
 #include "atoll/build_config.h"
+#include "runtime/gpu_assignment.h"
 #include "runtime/placement.h"
 #include "runtime/startup.h"
 
@@ -73,22 +74,12 @@ NodeBinding bind_on_node(const GpuEnvironment& g) {
                      g.local_rank < size &&
                      static_cast<int>(g.node_gpus[static_cast<size_t>(g.local_rank)].size()) == g.visible;
   if (!known) return {device_for(g.local_rank, g.visible), size > g.visible, g.visible};
+  const std::vector<std::optional<int>> taken = assign_gpus(g.node_gpus);
+  std::set<std::string> seen;
+  for (const std::vector<std::string>& ids : g.node_gpus) seen.insert(ids.begin(), ids.end());
   NodeBinding binding;
-  std::set<std::string> taken, seen;
-  int mine = -1;
-  for (int r = 0; r < size; ++r) {
-    const std::vector<std::string>& ids = g.node_gpus[static_cast<size_t>(r)];
-    seen.insert(ids.begin(), ids.end());
-    const auto free =
-        std::find_if(ids.begin(), ids.end(), [&taken](const std::string& id) { return !taken.count(id); });
-    if (free == ids.end()) {
-      binding.shared = true;
-      continue;
-    }
-    taken.insert(*free);
-    if (r == g.local_rank) mine = static_cast<int>(free - ids.begin());
-  }
-  binding.index = mine >= 0 ? mine : device_for(g.local_rank, g.visible);
+  binding.shared = std::any_of(taken.begin(), taken.end(), [](const auto& index) { return !index; });
+  binding.index = taken[static_cast<size_t>(g.local_rank)].value_or(device_for(g.local_rank, g.visible));
   binding.gpus = static_cast<int>(seen.size());
   return binding;
 }

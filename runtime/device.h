@@ -44,12 +44,13 @@ struct GpuEnvironment {
 // size and node_ranks (completed_placement).
 GpuEnvironment gpu_environment(const RankPlacement& placement);
 
-// cpu: the CPU. Otherwise a GPU for every rank on the node: the node's ranks take GPUs in local-rank
-// order, each the first of those it sees that no rank before it took -- so where every rank sees
-// the same GPUs local rank r takes the r-th, and where each sees a GPU of its own (Slurm's
-// --gpus-per-task=1 or --gpu-bind=single:1, a CUDA_VISIBLE_DEVICES per rank) it takes device 0 of
-// what it sees. A rank left without a GPU of its own means the node's ranks share GPUs, which NCCL
-// refuses for two ranks of a group, so then:
+// cpu: the CPU. Otherwise a GPU for every rank on the node, matched to the node's ranks by the GPUs
+// each sees (assign_gpus, gpu_assignment.h) -- so where every rank sees the same GPUs local rank r
+// takes the r-th, where each sees a GPU of its own (Slurm's --gpus-per-task=1 or
+// --gpu-bind=single:1, a CUDA_VISIBLE_DEVICES per rank) it takes device 0 of what it sees, and a
+// rank that sees {A, B} leaves A to one that sees only {A}. A rank left without a GPU of its own
+// (no assignment gives every rank one) means the node's ranks share GPUs, which NCCL refuses for two
+// ranks of a group, so then:
 // - `share_gpu` (run.share_gpu) lets them through -- a rank without a GPU of its own takes device
 //   local_rank % visible, so ranks that all see the same GPUs take them round robin -- with a note:
 //   each rank then needs a NCCL host identity of its own (comm/nccl_host_identity.h) before its

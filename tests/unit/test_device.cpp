@@ -1,11 +1,13 @@
 // run.device: which device a rank trains on, for every combination of what the config asks, what
 // the build has, what the job asked for and which GPUs the node's ranks see (recorded environments:
-// every GPU visible to every rank, one per task under Slurm, a CUDA_VISIBLE_DEVICES per rank, none);
+// every GPU visible to every rank, one per task under Slurm, a CUDA_VISIBLE_DEVICES per rank, none;
+// the matching of ranks to the GPUs they see);
 // and the datasheet peaks MFU is quoted against.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
 #include "runtime/device.h"
+#include "runtime/gpu_assignment.h"
 #include "runtime/metrics/device_memory.h"
 #include "runtime/metrics/peak_flops.h"
 #include "runtime/startup.h"
@@ -249,6 +251,48 @@ TEST(DeviceBinding, RanksThatReallyShareOneGpu) {
       choose_device(DeviceKind::kAuto, on_node(node, 1)).note,
       "device: run.device auto: 4 ranks on this node share 1 GPU and NCCL needs a GPU per rank; training "
       "on the CPU");
+}
+
+// Rank 0 sees {A, B}, rank 1 sees only {A} (a CUDA_VISIBLE_DEVICES per rank, --gpu-bind masks): A
+// goes to rank 1 and B to rank 0. Taking the first free GPU in rank order would give rank 0 A and
+// leave rank 1 sharing it.
+TEST(DeviceBinding, AGpuSeenByFewerRanksIsLeftToThem) {
+  const std::vector<std::vector<std::string>> node = {{"GPU-a", "GPU-b"}, {"GPU-a"}};
+  for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
+    const DeviceChoice first = choose_device(kind, on_node(node, 0)),
+                       second = choose_device(kind, on_node(node, 1));
+    EXPECT_EQ(first.device, c10::Device(c10::kCUDA, 1));   // GPU-b
+    EXPECT_EQ(second.device, c10::Device(c10::kCUDA, 0));  // GPU-a
+    EXPECT_FALSE(first.shares_gpu || first.gpu_shared || second.shares_gpu || second.gpu_shared);
+    EXPECT_EQ(first.note, "");
+  }
+}
+
+// Three ranks that see two GPUs between them: no assignment gives each its own, refused in one line.
+TEST(DeviceBinding, NoAssignmentOfAGpuPerRankIsRefusedInOneLine) {
+  const std::vector<std::vector<std::string>> node = {{"GPU-a", "GPU-b"}, {"GPU-a"}, {"GPU-b"}};
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(error_of(DeviceKind::kCuda, on_node(node, r)),
+              "run.device = cuda but 3 ranks on this node share 2 GPUs and NCCL needs a GPU per rank; launch "
+              "at most 2 ranks per node, set run.share_gpu: true (for tests: slower NCCL over sockets), or "
+              "set run.device: cpu")
+        << r;
+  EXPECT_TRUE(choose_device(DeviceKind::kCuda, on_node(node, 0), /*share_gpu=*/true).shares_gpu);
+}
+
+TEST(GpuAssignment, AMaximumMatchingThatMovesNothingItNeedNot) {
+  using Node = std::vector<std::vector<std::string>>;
+  using Taken = std::vector<std::optional<int>>;
+  EXPECT_EQ(assign_gpus(Node{kNode4, kNode4, kNode4, kNode4}), (Taken{0, 1, 2, 3}));  // the r-th
+  EXPECT_EQ(assign_gpus(Node{{"a"}, {"b"}, {"c"}}), (Taken{0, 0, 0}));                // its own
+  EXPECT_EQ(assign_gpus(Node{{"a", "b"}, {"a"}}), (Taken{1, 0}));
+  // An augmenting path through two ranks: rank 2 takes a, rank 1 moves to b, rank 0 to c.
+  EXPECT_EQ(assign_gpus(Node{{"a", "b", "c"}, {"a", "b"}, {"a"}}), (Taken{2, 1, 0}));
+  // More ranks than GPUs: ranks in order are given one while any assignment allows, the rest none.
+  EXPECT_EQ(assign_gpus(Node{{"a"}, {"a"}}), (Taken{0, std::nullopt}));
+  EXPECT_EQ(assign_gpus(Node{{"a", "b"}, {"a"}, {"b"}}), (Taken{1, 0, std::nullopt}));
+  EXPECT_EQ(assign_gpus(Node{{}, {"a"}}), (Taken{std::nullopt, 0}));
+  EXPECT_EQ(assign_gpus(Node{}), Taken{});
 }
 
 // A job that asked for GPUs and finds none stops, naming both, instead of training on the CPU.
