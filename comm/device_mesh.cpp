@@ -125,11 +125,12 @@ void DeviceMesh::replace_island_group(std::unique_ptr<Communicator> islands) {
 }
 
 std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace& here) const {
-  // Each rank's host and device as fixed-size text, its local rank and node size as two ints.
-  constexpr size_t kHostLen = 64, kDeviceLen = 16, kRecord = kHostLen + kDeviceLen;
+  // Each rank's host, device and GPU as fixed-size text, its local rank and node size as two ints.
+  constexpr size_t kHostLen = 64, kDeviceLen = 16, kGpuLen = 96, kRecord = kHostLen + kDeviceLen + kGpuLen;
   char mine[kRecord] = {};
   gethostname(mine, kHostLen - 1);
   here.device.copy(mine + kHostLen, kDeviceLen - 1);
+  here.gpu.copy(mine + kHostLen + kDeviceLen, kGpuLen - 1);
   const int local[2] = {here.local_rank, here.local_size};
   const size_t ranks = static_cast<size_t>(world.size());
   std::vector<char> records(kRecord * ranks);
@@ -137,7 +138,7 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace
   MPI_CHECK(MPI_Gather(mine, kRecord, MPI_CHAR, records.data(), kRecord, MPI_CHAR, 0, world.handle()));
   MPI_CHECK(MPI_Gather(local, 2, MPI_INT, locals.data(), 2, MPI_INT, 0, world.handle()));
   if (world.rank() != 0) return {};
-  std::string table = "rank  host                  local  device    island  pp  dp  tp\n";
+  std::string table = "rank  host                  local  device    island  pp  dp  tp  gpu\n";
   char line[200];
   // `world` holds every island, or (islands as separate jobs) only this one: then its ranks are laid
   // out as one island and carry this island's index.
@@ -147,10 +148,11 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace
     MeshCoord c = coord_of(laid_out, static_cast<int>(r));
     if (one_island) c.island = coord_.island;
     const std::string on_node = std::to_string(locals[2 * r]) + "/" + std::to_string(locals[2 * r + 1]);
-    std::snprintf(line, sizeof line, "%4zu  %-20.20s  %5s  %-8.8s  %6d  %2d  %2d  %2d\n", r,
+    std::snprintf(line, sizeof line, "%4zu  %-20.20s  %5s  %-8.8s  %6d  %2d  %2d  %2d", r,
                   &records[r * kRecord], on_node.c_str(), &records[r * kRecord + kHostLen], c.island, c.pp,
                   c.dp, c.tp);
-    table += line;
+    const std::string gpu = &records[r * kRecord + kHostLen + kDeviceLen];
+    table += line + (gpu.empty() ? "" : "  " + gpu) + "\n";
   }
   return table;
 }

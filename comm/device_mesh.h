@@ -55,14 +55,17 @@ class DeviceMesh {
   void replace_island_group(std::unique_ptr<Communicator> islands);
 
   // Where a rank runs on its node, for the rank table: its index among the node's ranks, how many
-  // ranks share the node, and its device ("cpu", "cuda:0").
+  // ranks share the node, its device ("cpu", "cuda:0") and the identity of its GPU (its UUID,
+  // "GPU-5a1c..."; empty on the CPU): device indices repeat where each rank sees one GPU, UUIDs do not.
   struct NodePlace {
     int local_rank = -1;
     int local_size = -1;
     std::string device;
+    std::string gpu;
   };
-  // One row per world rank: host, local rank / ranks on the node, device, coordinates. Collective
-  // (gathers every rank's `here`); the text is complete on rank 0.
+  // One row per world rank: host, local rank / ranks on the node, device, coordinates, and last the
+  // GPU's identity where it has one. Collective (gathers every rank's `here`); the text is complete on
+  // rank 0.
   std::string rank_table(const MpiCommunicator& world, const NodePlace& here) const;
 
  private:

@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <optional>
 #include <set>
@@ -64,6 +65,7 @@ std::string gpus_asked_for(const GpuVariables& v) {
 // sees, and whether some rank on the node is left without one of its own.
 struct NodeBinding {
   int index = 0;
+  std::string identity;  // of the GPU at `index` (gpu_identities)
   bool shared = false;
   int gpus = 0;  // the GPUs the node's ranks see between them
 };
@@ -73,13 +75,21 @@ NodeBinding bind_on_node(const GpuEnvironment& g) {
   const bool known = static_cast<int>(g.node_gpus.size()) == size && g.local_rank >= 0 &&
                      g.local_rank < size &&
                      static_cast<int>(g.node_gpus[static_cast<size_t>(g.local_rank)].size()) == g.visible;
-  if (!known) return {device_for(g.local_rank, g.visible), size > g.visible, g.visible};
+  if (!known) {
+    const int index = device_for(g.local_rank, g.visible);
+    const std::vector<std::string> ids = gpu_identities({}, g.visible, g.variables);
+    return {index, index < static_cast<int>(ids.size()) ? ids[static_cast<size_t>(index)] : "",
+            size > g.visible, g.visible};
+  }
   const std::vector<std::optional<int>> taken = assign_gpus(g.node_gpus);
   std::set<std::string> seen;
   for (const std::vector<std::string>& ids : g.node_gpus) seen.insert(ids.begin(), ids.end());
   NodeBinding binding;
   binding.shared = std::any_of(taken.begin(), taken.end(), [](const auto& index) { return !index; });
   binding.index = taken[static_cast<size_t>(g.local_rank)].value_or(device_for(g.local_rank, g.visible));
+  const std::vector<std::string>& mine = g.node_gpus[static_cast<size_t>(g.local_rank)];
+  if (binding.index < static_cast<int>(mine.size()))
+    binding.identity = mine[static_cast<size_t>(binding.index)];
   binding.gpus = static_cast<int>(seen.size());
   return binding;
 }
@@ -135,6 +145,7 @@ DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, boo
   }
   DeviceChoice choice;
   choice.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(binding.index));
+  choice.gpu = binding.identity;
   const std::string ranks = std::to_string(std::max(1, gpus.local_size)) + " ranks on this node share " +
                             plural(binding.gpus, "GPU");
   choice.gpu_shared = binding.shared;
@@ -177,6 +188,17 @@ std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, i
   return positions;
 }
 
+std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (size_t b = 0; b < bytes.size(); ++b) {
+    text += kHex[bytes[b] >> 4];
+    text += kHex[bytes[b] & 15];
+    if (b == 3 || b == 5 || b == 7 || b == 9) text += '-';
+  }
+  return text;
+}
+
 std::vector<std::string> visible_gpu_identities(const GpuVariables& variables) {
   const int visible = visible_cuda_devices();
   std::vector<std::string> uuids;
@@ -185,15 +207,9 @@ std::vector<std::string> visible_gpu_identities(const GpuVariables& variables) {
   // rank has not bound its device yet.
   for (int i = 0; i < visible; ++i) {
     const cudaUUID_t& uuid = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i))->uuid;
-    std::string text = "GPU-";
-    for (int b = 0; b < 16; ++b) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      const auto byte = static_cast<unsigned char>(uuid.bytes[b]);
-      text += kHex[byte >> 4];
-      text += kHex[byte & 15];
-      if (b == 3 || b == 5 || b == 7 || b == 9) text += '-';
-    }
-    uuids.push_back(text);
+    std::array<unsigned char, 16> bytes{};
+    std::copy(uuid.bytes, uuid.bytes + 16, bytes.begin());
+    uuids.push_back(gpu_uuid_text(bytes));
   }
 #endif
   return gpu_identities(uuids, visible, variables);

@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct DeviceChoice {
   // Why run.device auto chose the CPU on this rank ("no CUDA device is visible to this rank"), for
   // the agreement across ranks (device_agreement.h); empty otherwise.
   std::string cpu_reason;
+  // The identity of the GPU it took (gpu_identities: nvidia-smi's UUID where CUDA gives one, as on
+  // every GPU), what the rank table reports for it; empty on the CPU.
+  std::string gpu;
   bool shares_gpu = false;  // ranks on this node share GPUs, allowed by run.share_gpu
   // Ranks on this node share GPUs (run.share_gpu, or islands of one rank each): the first rank on
   // each GPU (local rank < `gpus`) measures its peak alone.
@@ -74,6 +78,8 @@ int visible_cuda_devices();
 // ...), which take every rank to see the same devices.
 std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, int visible,
                                         const GpuVariables& variables);
+// A device's UUID as nvidia-smi writes it: "GPU-" and the 16 bytes in hex, grouped 8-4-4-4-12.
+std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes);
 // gpu_identities() of the devices this process sees, their UUIDs read from CUDA (no CUDA context).
 std::vector<std::string> visible_gpu_identities(const GpuVariables& variables);
 // Whether this binary was built with the CUDA path (-DATOLL_WITH_CUDA).

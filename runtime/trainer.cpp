@@ -150,7 +150,8 @@ struct Trainer::State {
                          std::string(name_of(config.train.precision)), config.parallel.zero, peak_flops,
                          world.size()));
     log->summary(world.size(), data.train->num_sequences(),
-                 mesh().rank_table(world, {placement.local_rank, placement.local_size, device.device.str()}));
+                 mesh().rank_table(
+                     world, {placement.local_rank, placement.local_size, device.device.str(), device.gpu}));
   }
 
   // Tied embeddings across the first and last stage: each holds a copy, kept equal by summing their

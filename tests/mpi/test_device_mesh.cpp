@@ -3,8 +3,8 @@
 // layout that does not cover the launched ranks is refused with the documented message.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <torch/torch.h>
+#include <sstream>
 
 #include "comm/device_mesh.h"
 #include "comm/mpi_communicator.h"
@@ -55,25 +55,32 @@ TEST(DeviceMesh, RefusesALayoutThatDoesNotMatchTheRankCount) {
 TEST(DeviceMesh, RankTableListsEveryRankWithItsPlaceOnTheNode) {
   auto world = atl::test::MpiTestEnv::runtime().world();
   atl::comm::DeviceMesh mesh(*world, {1, 2, world->size() / 2, 1});
-  // Each rank says where it runs; rank 0's table shows every rank's own words.
+  // Each rank says where it runs; rank 0's table shows every rank's own words. Odd ranks name a GPU
+  // (as a rank on one does: its UUID), even ones none (as on the CPU).
   const std::string device = "cpu" + std::to_string(world->rank());
-  const std::string table = mesh.rank_table(*world, {world->rank(), world->size(), device});
+  const auto gpu_of = [](int rank) {
+    return rank % 2 ? "GPU-5a1c2f3e-0000-1111-2222-00000000000" + std::to_string(rank) : "";
+  };
+  const std::string table =
+      mesh.rank_table(*world, {world->rank(), world->size(), device, gpu_of(world->rank())});
   if (world->rank() == 0) {
     std::istringstream rows(table);
     std::string row;
     std::getline(rows, row);
-    EXPECT_EQ(row, "rank  host                  local  device    island  pp  dp  tp");
+    EXPECT_EQ(row, "rank  host                  local  device    island  pp  dp  tp  gpu");
     for (int r = 0; r < world->size(); ++r) {
       ASSERT_TRUE(std::getline(rows, row));
       std::istringstream fields(row);
-      std::string rank, host, local, dev;
+      std::string rank, host, local, dev, gpu;
       int island = -1, pp = -1, dp = -1, tp = -1;
-      fields >> rank >> host >> local >> dev >> island >> pp >> dp >> tp;
+      fields >> rank >> host >> local >> dev >> island >> pp >> dp >> tp >> gpu;
       EXPECT_EQ(rank, std::to_string(r));
       EXPECT_EQ(local, std::to_string(r) + "/" + std::to_string(world->size()));
       EXPECT_EQ(dev, "cpu" + std::to_string(r));
       EXPECT_EQ(pp, r / (world->size() / 2));  // tp innermost, then dp, then pp
       EXPECT_EQ(dp, r % (world->size() / 2));
+      EXPECT_EQ(gpu, gpu_of(r));
+      EXPECT_NE(row.back(), ' ');  // a CPU row ends at its last coordinate
     }
     EXPECT_FALSE(std::getline(rows, row));
   } else {

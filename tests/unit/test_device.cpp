@@ -170,6 +170,7 @@ TEST(DeviceBinding, EveryRankSeesEveryGpuAndTakesTheOneAtItsLocalRank) {
     for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
       const DeviceChoice choice = choose_device(kind, on_node({kNode4, kNode4, kNode4, kNode4}, r, slurm));
       EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, r));
+      EXPECT_EQ(choice.gpu, kNode4[static_cast<size_t>(r)]);
       EXPECT_FALSE(choice.shares_gpu);
       EXPECT_EQ(choice.note, "");
     }
@@ -190,6 +191,7 @@ TEST(DeviceBinding, OneGpuPerTaskIsDeviceZeroOfWhatEachRankSees) {
         const GpuVariables task{"0", std::to_string(r), "0,1,2,3"};
         const DeviceChoice choice = choose_device(kind, on_node(node, r, task));
         EXPECT_EQ(choice.device, c10::Device(c10::kCUDA, 0)) << r;
+        EXPECT_EQ(choice.gpu, node[static_cast<size_t>(r)][0]);  // device 0 of each, its own GPU
         EXPECT_FALSE(choice.shares_gpu);
         EXPECT_EQ(choice.note, "");
       }
@@ -246,6 +248,7 @@ TEST(DeviceBinding, RanksThatReallyShareOneGpu) {
   const DeviceChoice shared = choose_device(DeviceKind::kAuto, on_node(node, 3, slurm), /*share_gpu=*/true);
   EXPECT_EQ(shared.device, c10::Device(c10::kCUDA, 0));
   EXPECT_TRUE(shared.shares_gpu);
+  EXPECT_EQ(shared.gpu, "GPU-a");  // the one GPU, as every rank reports it
   // Nothing asked for (a workstation's one GPU under mpirun -np 4): the CPU, with the note.
   EXPECT_EQ(
       choose_device(DeviceKind::kAuto, on_node(node, 1)).note,
@@ -261,8 +264,10 @@ TEST(DeviceBinding, AGpuSeenByFewerRanksIsLeftToThem) {
   for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
     const DeviceChoice first = choose_device(kind, on_node(node, 0)),
                        second = choose_device(kind, on_node(node, 1));
-    EXPECT_EQ(first.device, c10::Device(c10::kCUDA, 1));   // GPU-b
-    EXPECT_EQ(second.device, c10::Device(c10::kCUDA, 0));  // GPU-a
+    EXPECT_EQ(first.device, c10::Device(c10::kCUDA, 1));
+    EXPECT_EQ(first.gpu, "GPU-b");
+    EXPECT_EQ(second.device, c10::Device(c10::kCUDA, 0));
+    EXPECT_EQ(second.gpu, "GPU-a");
     EXPECT_FALSE(first.shares_gpu || first.gpu_shared || second.shares_gpu || second.gpu_shared);
     EXPECT_EQ(first.note, "");
   }
@@ -316,6 +321,32 @@ TEST(DeviceBinding, AskedForGpusAndFoundNoneIsAnErrorNamingBoth) {
   listed.variables.cuda_visible_devices = "0";
   EXPECT_NE(error_of(DeviceKind::kAuto, listed).find("asked for GPUs (CUDA_VISIBLE_DEVICES=0)"),
             std::string::npos);
+}
+
+// What the rank table reports for each rank's GPU (tests/gpu/binding.sh compares it to nvidia-smi's).
+TEST(GpuIdentities, AUuidIsWrittenAsNvidiaSmiWritesIt) {
+  std::array<unsigned char, 16> bytes{};
+  for (size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<unsigned char>(0x5a + 17 * b);
+  EXPECT_EQ(gpu_uuid_text(bytes), "GPU-5a6b7c8d-9eaf-c0d1-e2f3-041526374859");
+}
+
+// A node whose ranks see no GPU, its view gathered (a CPU node): the CPU, no GPU named.
+TEST(DeviceBinding, ANodeWithoutGpusGatheredIsTheCpu) {
+  for (int r = 0; r < 2; ++r) {
+    const DeviceChoice choice = choose_device(DeviceKind::kAuto, on_node({{}, {}}, r));
+    EXPECT_EQ(choice.device, c10::Device(c10::kCPU));
+    EXPECT_EQ(choice.gpu, "");
+    EXPECT_EQ(choice.cpu_reason, "no CUDA device is visible to this rank");
+  }
+}
+
+// Without the node's view a rank still names the GPU it took, from what its variables say.
+TEST(GpuIdentities, ARankNamesItsGpuWithoutTheNodesView) {
+  GpuEnvironment g = same_gpus(true, 2, 1, 2);
+  g.variables.cuda_visible_devices = "2,3";
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, g).gpu, "3");
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, same_gpus(true, 2, 1, 2)).gpu, "#1");
+  EXPECT_EQ(choose_device(DeviceKind::kAuto, same_gpus(true, 0, 0)).gpu, "");  // the CPU
 }
 
 TEST(GpuIdentities, UuidsThenSlurmsIndicesThenCudaVisibleDevicesThenPositions) {
