@@ -94,6 +94,18 @@ NodeBinding bind_on_node(const GpuEnvironment& g) {
   return binding;
 }
 
+bool names_mig(const std::string& identity) {
+  return identity.rfind("MIG-", 0) == 0;
+}
+
+// Whether the GPU this rank takes is a MIG instance: its identity says so (a MIG UUID), or
+// CUDA_VISIBLE_DEVICES's entry for it does (a "MIG-..." entry, of which CUDA shows only the first).
+bool is_mig_instance(const GpuEnvironment& g, const NodeBinding& binding) {
+  const std::vector<std::string> entries = comma_separated(g.variables.cuda_visible_devices);
+  const size_t index = static_cast<size_t>(binding.index);
+  return names_mig(binding.identity) || (index < entries.size() && names_mig(entries[index]));
+}
+
 // Why this rank has no GPU to train on: what it found, the detail, and what fixes it for a config
 // that asked for cuda, and for auto in a job that asked for GPUs.
 struct NoGpu {
@@ -112,6 +124,17 @@ std::optional<NoGpu> no_gpu(const GpuEnvironment& g, const NodeBinding& binding,
                  " (torch sees 0; check nvidia-smi and CUDA_VISIBLE_DEVICES)",
                  "set run.device: auto or cpu to train on the CPU",
                  "set run.device: cpu to train on the CPU"};
+  if (g.world_size > 1 && !one_rank_islands && is_mig_instance(g, binding)) {
+    // NCCL has no peer-to-peer between MIG instances (nor between a MIG instance and another GPU):
+    // ranks joined by NCCL would fail or hang in its set-up.
+    const std::string fix =
+        "give each rank a whole GPU, run one rank per job (or islands of one rank each: parallel.islands "
+        "with pp = dp = tp = 1), or set run.device: cpu";
+    return NoGpu{"this rank's GPU " + binding.identity +
+                     " is a MIG instance, which NCCL cannot join to other GPUs (a job of " +
+                     plural(g.world_size, "rank") + ")",
+                 "", fix, fix};
+  }
   if (binding.shared && !share_gpu && !one_rank_islands) {
     const std::string fix =
         "launch at most " + plural(binding.gpus, "rank") +
@@ -164,8 +187,9 @@ DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, boo
   return choice;
 }
 
-GpuEnvironment gpu_environment(const RankPlacement& placement) {
+GpuEnvironment gpu_environment(const RankPlacement& placement, int world_size) {
   GpuEnvironment g;
+  g.world_size = world_size;
   g.cuda_built = cuda_path_built();
   g.visible = visible_cuda_devices();
   g.variables = placement.gpu_variables;
@@ -188,9 +212,9 @@ std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, i
   return positions;
 }
 
-std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes) {
+std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes, const std::string& device_name) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string text = "GPU-";
+  std::string text = device_name.find(" MIG ") != std::string::npos ? "MIG-" : "GPU-";
   for (size_t b = 0; b < bytes.size(); ++b) {
     text += kHex[bytes[b] >> 4];
     text += kHex[bytes[b] & 15];
@@ -206,10 +230,10 @@ std::vector<std::string> visible_gpu_identities(const GpuVariables& variables) {
   // The properties come from cudaGetDeviceProperties, which makes no context on the device: the
   // rank has not bound its device yet.
   for (int i = 0; i < visible; ++i) {
-    const cudaUUID_t& uuid = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i))->uuid;
+    const cudaDeviceProp* properties = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
     std::array<unsigned char, 16> bytes{};
-    std::copy(uuid.bytes, uuid.bytes + 16, bytes.begin());
-    uuids.push_back(gpu_uuid_text(bytes));
+    std::copy(properties->uuid.bytes, properties->uuid.bytes + 16, bytes.begin());
+    uuids.push_back(gpu_uuid_text(bytes, properties->name));
   }
 #endif
   return gpu_identities(uuids, visible, variables);

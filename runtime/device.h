@@ -38,6 +38,7 @@ struct GpuEnvironment {
   GpuVariables variables;   // what the job asked for (CUDA_VISIBLE_DEVICES, Slurm's GPU variables)
   int local_rank = -1;      // this rank's index on its node; -1: unknown
   int local_size = 1;       // ranks on the node; < 1: unknown, one
+  int world_size = 1;       // ranks in the job: with more than one, NCCL joins this rank's GPU to theirs
   // What each rank on the node sees, in local-rank order (node_gpus[local_rank] is this rank's
   // `visible` devices): the identities of its GPUs (gpu_identities). Empty, or not agreeing with
   // `visible`: unknown, and every rank on the node is taken to see what this one sees.
@@ -45,8 +46,8 @@ struct GpuEnvironment {
 };
 
 // This process's: the build, torch's device count, and `placement`'s GPU variables, local rank and
-// size and node_ranks (completed_placement).
-GpuEnvironment gpu_environment(const RankPlacement& placement);
+// size and node_ranks (completed_placement), in a job of `world_size` ranks.
+GpuEnvironment gpu_environment(const RankPlacement& placement, int world_size);
 
 // cpu: the CPU. Otherwise a GPU for every rank on the node, matched to the node's ranks by the GPUs
 // each sees (assign_gpus, gpu_assignment.h) -- so where every rank sees the same GPUs local rank r
@@ -65,6 +66,9 @@ GpuEnvironment gpu_environment(const RankPlacement& placement);
 //   unless the job asked for GPUs (Slurm's GPU variables, or CUDA_VISIBLE_DEVICES naming a device),
 //   and cuda cannot train at all. Both are a StartupError of one line: what was asked, what this
 //   rank found, the fix (a rank's own finding, so the rank says it: another rank may differ).
+// A GPU that is a MIG instance (a "MIG-" identity, or CUDA_VISIBLE_DEVICES naming one) is like no GPU
+// too in a job of several ranks joined by NCCL (not one_rank_islands), share_gpu or not: NCCL has no
+// peer-to-peer between MIG instances. One rank per job, or islands of one rank each, train on it.
 DeviceChoice choose_device(DeviceKind requested, const GpuEnvironment& gpus, bool share_gpu = false,
                            bool one_rank_islands = false);
 
@@ -78,8 +82,9 @@ int visible_cuda_devices();
 // ...), which take every rank to see the same devices.
 std::vector<std::string> gpu_identities(const std::vector<std::string>& uuids, int visible,
                                         const GpuVariables& variables);
-// A device's UUID as nvidia-smi writes it: "GPU-" and the 16 bytes in hex, grouped 8-4-4-4-12.
-std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes);
+// A device's UUID as nvidia-smi writes it: "GPU-" and the 16 bytes in hex, grouped 8-4-4-4-12;
+// "MIG-" for a MIG instance, whose CUDA device name says so ("NVIDIA A100-SXM4-40GB MIG 1g.5gb").
+std::string gpu_uuid_text(const std::array<unsigned char, 16>& bytes, const std::string& device_name);
 // gpu_identities() of the devices this process sees, their UUIDs read from CUDA (no CUDA context).
 std::vector<std::string> visible_gpu_identities(const GpuVariables& variables);
 // Whether this binary was built with the CUDA path (-DATOLL_WITH_CUDA).

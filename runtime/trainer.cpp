@@ -76,7 +76,7 @@ struct Trainer::State {
     if (config.model.starts_from_file())
       initial_weights = read_initial_weights(config.model, config.model.init_from);
     const ParallelConfig& p = config.parallel;
-    device = choose_device(config.run.device, gpu_environment(placement), config.run.share_gpu,
+    device = choose_device(config.run.device, gpu_environment(placement, world_size), config.run.share_gpu,
                            p.islands > 1 && p.pp * p.dp * p.tp == 1);
     resolve_kernels(config, device.device);  // a lever set to true that this device leaves off
   }

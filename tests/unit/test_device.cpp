@@ -327,7 +327,68 @@ TEST(DeviceBinding, AskedForGpusAndFoundNoneIsAnErrorNamingBoth) {
 TEST(GpuIdentities, AUuidIsWrittenAsNvidiaSmiWritesIt) {
   std::array<unsigned char, 16> bytes{};
   for (size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<unsigned char>(0x5a + 17 * b);
-  EXPECT_EQ(gpu_uuid_text(bytes), "GPU-5a6b7c8d-9eaf-c0d1-e2f3-041526374859");
+  EXPECT_EQ(gpu_uuid_text(bytes, "NVIDIA H100 80GB HBM3"), "GPU-5a6b7c8d-9eaf-c0d1-e2f3-041526374859");
+  EXPECT_EQ(gpu_uuid_text(bytes, "NVIDIA A100-SXM4-40GB MIG 1g.5gb"),
+            "MIG-5a6b7c8d-9eaf-c0d1-e2f3-041526374859");
+}
+
+// MIG instances (CUDA_VISIBLE_DEVICES=MIG-..., or a container given one by its device plugin; one
+// instance a rank): NCCL has no peer-to-peer between them, so ranks joined by NCCL are refused in
+// one line naming the fix; one rank per job, or islands of one rank each, train on their instance.
+const std::string kMigA = "MIG-5a1c2f3e-0000-1111-2222-333344445555";
+const std::string kMigB = "MIG-6b2d3a4f-0000-1111-2222-333344445555";
+
+GpuEnvironment on_mig(int local_rank, int world_size) {
+  const std::string& mine = local_rank == 0 ? kMigA : kMigB;
+  GpuEnvironment g = on_node({{kMigA}, {kMigB}}, local_rank, {mine, "", ""});
+  g.world_size = world_size;
+  return g;
+}
+
+TEST(DeviceBinding, MigInstancesJoinedByNcclAreRefusedInOneLine) {
+  EXPECT_EQ(
+      error_of(DeviceKind::kCuda, on_mig(1, 2)),
+      "run.device = cuda but this rank's GPU " + kMigB +
+          " is a MIG instance, which NCCL cannot join to other GPUs (a job of 2 ranks); give each rank a "
+          "whole GPU, run one rank per job (or islands of one rank each: parallel.islands with pp = dp = tp "
+          "= 1), or set run.device: cpu");
+  EXPECT_EQ(
+      error_of(DeviceKind::kAuto, on_mig(0, 8)),
+      "run.device = auto and the job asked for GPUs (CUDA_VISIBLE_DEVICES=" + kMigA +
+          "), but this rank's GPU " + kMigA +
+          " is a MIG instance, which NCCL cannot join to other GPUs (a job of 8 ranks); give each rank a "
+          "whole GPU, run one rank per job (or islands of one rank each: parallel.islands with pp = dp = tp "
+          "= 1), or set run.device: cpu");
+  EXPECT_NE(error_of(DeviceKind::kCuda, on_mig(0, 2), /*share_gpu=*/true), "");  // sockets do not help
+  // Known by CUDA_VISIBLE_DEVICES alone (identities by position), and by the recorded UUIDs alone:
+  // then nothing was asked for, and auto trains on the CPU saying why.
+  GpuEnvironment by_variable = same_gpus(true, 1, 0, 1);
+  by_variable.variables.cuda_visible_devices = kMigA + "," + kMigB;  // CUDA shows the first only
+  by_variable.world_size = 2;
+  EXPECT_NE(error_of(DeviceKind::kCuda, by_variable).find("is a MIG instance"), std::string::npos);
+  GpuEnvironment by_uuid = on_node({{kMigA}, {kMigB}}, 0);
+  by_uuid.world_size = 2;
+  const DeviceChoice cpu = choose_device(DeviceKind::kAuto, by_uuid);
+  EXPECT_EQ(cpu.device, c10::Device(c10::kCPU));
+  EXPECT_EQ(cpu.cpu_reason,
+            "this rank's GPU " + kMigA +
+                " is a MIG instance, which NCCL cannot join to other GPUs (a job of 2 ranks)");
+}
+
+TEST(DeviceBinding, AMigInstanceTrainsOneRankOrAnIslandOfOne) {
+  for (DeviceKind kind : {DeviceKind::kAuto, DeviceKind::kCuda}) {
+    const DeviceChoice alone = choose_device(kind, on_mig(0, 1));
+    EXPECT_EQ(alone.device, c10::Device(c10::kCUDA, 0));
+    EXPECT_EQ(alone.gpu, kMigA);
+    const DeviceChoice island = choose_device(kind, on_mig(1, 2), false, /*one_rank_islands=*/true);
+    EXPECT_EQ(island.device, c10::Device(c10::kCUDA, 0));
+    EXPECT_EQ(island.gpu, kMigB);
+    EXPECT_EQ(island.note, "");  // an instance of its own: nothing shared
+  }
+  // Whole GPUs in a job of many ranks are not MIG instances.
+  GpuEnvironment whole = on_node({{"GPU-a"}, {"GPU-b"}}, 1, {"GPU-b", "", ""});
+  whole.world_size = 16;
+  EXPECT_EQ(choose_device(DeviceKind::kCuda, whole).gpu, "GPU-b");
 }
 
 // A node whose ranks see no GPU, its view gathered (a CPU node): the CPU, no GPU named.
