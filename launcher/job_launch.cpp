@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 #include "runtime/process_exit.h"
 #include "text/joined.h"
@@ -43,6 +44,19 @@ std::string command_line(const std::vector<std::string>& words) {
   return text::joined(words, " ");
 }
 
+std::vector<std::string> JobCommand::words(const std::string& attempt) const {
+  std::vector<std::string> command = launcher;
+  command.insert(command.end(), {atoll, "supervise", "--attempt", attempt, run_dir, "--"});
+  command.insert(command.end(), rank.begin(), rank.end());
+  return command;
+}
+
+bool valid_attempt_name(const std::string& attempt) {
+  return !attempt.empty() && std::all_of(attempt.begin(), attempt.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
 std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
   std::vector<std::string> command;
   if (r.mode == LaunchMode::kSlurm) {
@@ -53,7 +67,7 @@ std::vector<std::string> launcher_prefix(const LaunchRequest& r) {
     command = {"mpirun", "-np", std::to_string(r.ranks)};
     if (r.as_root) command.push_back("--allow-run-as-root");
     // mpirun passes only what it is told to the ranks of other hosts.
-    command.insert(command.end(), {"-x", "ATOLL_PROGRESS", "-x", kAttemptVariable});
+    command.insert(command.end(), {"-x", "ATOLL_PROGRESS"});
     if (r.mode == LaunchMode::kHostfile) {
       command.push_back("--hostfile");
       command.push_back(r.hostfile);
@@ -160,16 +174,26 @@ std::string attempt_from_word(const std::string& word) {
   return word == "-" ? "" : word;
 }
 
-// The first line of every <run dir>/logs/rank-*.EXTENSION.
-std::vector<std::string> first_lines(const std::string& run_dir, const std::string& extension) {
-  std::vector<std::string> lines;
+// A record file's name: rank-N.attempt-A.EXTENSION, rank-N.EXTENSION for no attempt.
+std::string record_name(int rank, const std::string& attempt, const std::string& extension) {
+  return "rank-" + std::to_string(rank) + (attempt.empty() ? "" : ".attempt-" + attempt) + extension;
+}
+
+struct RecordLine {
+  std::string file_name;
+  std::string line;
+};
+
+// The first line of every <run dir>/logs/*.EXTENSION.
+std::vector<RecordLine> first_lines(const std::string& run_dir, const std::string& extension) {
+  std::vector<RecordLine> lines;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/logs", error)) {
     if (entry.path().extension() != extension) continue;
     std::ifstream in(entry.path());
     std::string line;
     std::getline(in, line);
-    lines.push_back(line);
+    lines.push_back({entry.path().filename().string(), line});
   }
   return lines;
 }
@@ -203,21 +227,24 @@ std::optional<RankExit> rank_exit_from_line(const std::string& line) {
   return e;
 }
 
-std::string exit_record_path(const std::string& run_dir, int rank) {
-  return run_dir + "/logs/rank-" + std::to_string(rank) + ".exit";
+std::string exit_record_path(const std::string& run_dir, int rank, const std::string& attempt) {
+  return run_dir + "/logs/" + record_name(rank, attempt, ".exit");
 }
 
 std::vector<RankExit> read_rank_exits(const std::string& run_dir) {
   std::vector<RankExit> exits;
-  for (const std::string& line : first_lines(run_dir, ".exit"))
-    if (const std::optional<RankExit> e = rank_exit_from_line(line)) exits.push_back(*e);
+  for (const RecordLine& record : first_lines(run_dir, ".exit"))
+    if (const std::optional<RankExit> e = rank_exit_from_line(record.line)) exits.push_back(*e);
   return exits;
 }
 
 std::vector<RankExit> read_rank_exits(const std::string& run_dir, const std::string& attempt) {
   std::vector<RankExit> exits;
-  for (const RankExit& e : read_rank_exits(run_dir))
-    if (e.attempt == attempt) exits.push_back(e);
+  for (const RecordLine& record : first_lines(run_dir, ".exit")) {
+    const std::optional<RankExit> e = rank_exit_from_line(record.line);
+    if (e && e->attempt == attempt && record.file_name == record_name(e->rank, attempt, ".exit"))
+      exits.push_back(*e);
+  }
   return exits;
 }
 
@@ -236,14 +263,29 @@ int job_exit_status(int launcher_status, const std::optional<RankExit>& cause) {
   return cause ? cause->status() : launcher_status;
 }
 
-bool FailureWatch::outlived(const std::vector<RankExit>& exits, double now_s) {
-  bool outlived = false;
+void FailureWatch::observe(const std::vector<RankExit>& exits, double now_s) {
+  std::map<int, Seen> failures;
   for (const RankExit& e : exits) {
     if (!e.failed()) continue;
-    const double seen_s = first_seen_s_.try_emplace(e.rank, now_s).first->second;
-    outlived = outlived || now_s - seen_s > grace_s_;
+    const auto before = failures_.find(e.rank);
+    failures.emplace(e.rank, Seen{e, before == failures_.end() ? now_s : before->second.first_seen_s});
   }
-  return outlived;
+  failures_ = std::move(failures);
+}
+
+bool FailureWatch::outlived(double now_s) const {
+  return std::any_of(failures_.begin(), failures_.end(),
+                     [&](const auto& failure) { return now_s - failure.second.first_seen_s > grace_s_; });
+}
+
+std::optional<RankExit> FailureWatch::cause() const {
+  if (failures_.empty()) return std::nullopt;
+  double first_s = failures_.begin()->second.first_seen_s;
+  for (const auto& [rank, seen] : failures_) first_s = std::min(first_s, seen.first_seen_s);
+  std::vector<RankExit> read_first;
+  for (const auto& [rank, seen] : failures_)
+    if (seen.first_seen_s == first_s) read_first.push_back(seen.exit);
+  return first_failure(read_first);
 }
 
 std::string describe(const RankExit& e) {
@@ -278,15 +320,17 @@ std::optional<RankProcesses> rank_processes_from_line(const std::string& line) {
   return p;
 }
 
-std::string processes_record_path(const std::string& run_dir, int rank) {
-  return run_dir + "/logs/rank-" + std::to_string(rank) + ".pids";
+std::string processes_record_path(const std::string& run_dir, int rank, const std::string& attempt) {
+  return run_dir + "/logs/" + record_name(rank, attempt, ".pids");
 }
 
 std::vector<RankProcesses> read_rank_processes(const std::string& run_dir, const std::string& attempt) {
   std::vector<RankProcesses> records;
-  for (const std::string& line : first_lines(run_dir, ".pids"))
-    if (const std::optional<RankProcesses> p = rank_processes_from_line(line); p && p->attempt == attempt)
+  for (const RecordLine& record : first_lines(run_dir, ".pids")) {
+    const std::optional<RankProcesses> p = rank_processes_from_line(record.line);
+    if (p && p->attempt == attempt && record.file_name == record_name(p->rank, attempt, ".pids"))
       records.push_back(*p);
+  }
   return records;
 }
 

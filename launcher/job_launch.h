@@ -53,9 +53,21 @@ std::string rank_count_mismatch(const runtime::Config& config, int np);
 // A command's words joined by spaces, as `atoll launch` prints what it runs.
 std::string command_line(const std::vector<std::string>& words);
 
-// The environment variable through which `atoll launch` names the attempt (each launch and relaunch
-// its own id) to every rank's supervisor, which stamps its records with it.
-inline constexpr const char* kAttemptVariable = "ATOLL_ATTEMPT";
+// What one attempt of a job runs: the launcher's words, then each rank's `atoll supervise --attempt
+// NAME RUN_DIR -- atoll train ...`. The attempt (each launch and relaunch its own name) travels on
+// the supervisor's command line, which every launcher passes unchanged: srun under `sbatch
+// --export=NONE` passes no environment variable to the ranks, mpirun only those named with -x.
+struct JobCommand {
+  std::vector<std::string> launcher;  // launcher_prefix's mpirun ... or srun ...
+  std::string atoll;                  // this executable, as every rank runs it
+  std::string run_dir;
+  std::vector<std::string> rank;  // what each supervisor runs: `atoll train CONFIG ...`
+  std::vector<std::string> words(const std::string& attempt) const;
+};
+
+// Whether `attempt` can name an attempt: letters, digits, '.', '_' and '-' (it becomes part of the
+// records' file names and a word of their lines).
+bool valid_attempt_name(const std::string& attempt);
 
 // One rank's exit as its supervisor recorded it.
 struct RankExit {
@@ -65,7 +77,7 @@ struct RankExit {
   bool signaled = false;
   int code = 0;         // the exit code, or the signal number when signaled
   double time_s = 0.0;  // wall-clock seconds since the epoch, on the rank's host
-  std::string attempt;  // the attempt it belongs to (ATOLL_ATTEMPT; empty: none was named)
+  std::string attempt;  // the attempt it belongs to (supervise --attempt; empty: none was named)
   bool failed() const { return signaled || code != 0; }
   // The shell convention, as `atoll supervise` exits: 128 + signal for a killed rank.
   int status() const { return signaled ? 128 + code : code; }
@@ -75,14 +87,17 @@ struct RankExit {
 double seconds_since_epoch();
 std::string to_line(const RankExit& exit);
 std::optional<RankExit> rank_exit_from_line(const std::string& line);
-std::string exit_record_path(const std::string& run_dir, int rank);
-// Every rank-N.exit in <run dir>/logs; unreadable records are skipped.
+// <run dir>/logs/rank-N.attempt-A.exit (rank-N.exit for no attempt): a file per rank and attempt,
+// so that a record of an earlier attempt written late (a rank that ended late, a partitioned node's
+// write reaching the shared filesystem after the relaunch) can never replace the running attempt's.
+std::string exit_record_path(const std::string& run_dir, int rank, const std::string& attempt);
+// Every *.exit in <run dir>/logs; unreadable records are skipped.
 std::vector<RankExit> read_rank_exits(const std::string& run_dir);
-// Those of `attempt` alone. A record of another attempt says nothing of this one: a rank of an
-// earlier attempt ended late, or a partitioned node's write reached the shared filesystem after the
-// relaunch.
+// Those of `attempt` alone: files named for it whose line names it too. A record of another attempt
+// says nothing of this one.
 std::vector<RankExit> read_rank_exits(const std::string& run_dir, const std::string& attempt);
-// The failure that came first in time (the cause; later ones are usually its consequences).
+// The failure earliest by the records' times (which each rank's host's clock wrote); no failure,
+// nothing.
 std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
 // "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
 std::string describe(const RankExit& exit);
@@ -92,21 +107,31 @@ std::string describe(const RankExit& exit);
 // 143), else the status of mpirun or srun.
 int job_exit_status(int launcher_status, const std::optional<RankExit>& cause);
 
-// Whether a job still running has outlived its first failed rank by more than a grace. mpirun and
+// One attempt's failed ranks as the launcher reads their records, each with when it first read it
+// on its own clock. That order, never the time in a record (each rank's host's clock wrote its
+// own), names the cause and starts the grace after which a job still running is ended: mpirun and
 // srun end the whole job within seconds of a rank's failure, but mpirun waits on a node it cannot
 // reach (its link cut, the node hung): Open MPI 4 has no daemon heartbeat, so it waits until TCP
-// gives up, about 15 minutes, and no restart happens. The grace is counted on this host's clock from
-// when the launcher first read the failure, never from the time in the record, which another host's
-// clock wrote.
+// gives up, about 15 minutes, and no restart happens.
 class FailureWatch {
  public:
   explicit FailureWatch(double grace_s) : grace_s_(grace_s) {}
-  // `exits`: one attempt's records, read at `now_s` (seconds on this host's steady clock).
-  bool outlived(const std::vector<RankExit>& exits, double now_s);
+  // Takes in `exits`, one attempt's records read at `now_s` (seconds on this host's steady clock):
+  // its failures are those on record now, each kept with when it was first read.
+  void observe(const std::vector<RankExit>& exits, double now_s);
+  // Whether the failure read first has been on record for more than the grace at `now_s`.
+  bool outlived(double now_s) const;
+  // The cause: the failure read first; of several first read together, the one first_failure
+  // picks among them (within one read the records' times are all there is to go by).
+  std::optional<RankExit> cause() const;
 
  private:
+  struct Seen {
+    RankExit exit;
+    double first_seen_s = 0.0;
+  };
   double grace_s_;
-  std::map<int, double> first_seen_s_;  // by rank: when its failed record was first read
+  std::map<int, Seen> failures_;  // by rank
 };
 
 // One rank's processes, recorded by its supervisor as the rank starts, in <run dir>/logs/rank-N.pids:
@@ -127,10 +152,12 @@ struct RankProcesses {
 
 std::string to_line(const RankProcesses& processes);
 std::optional<RankProcesses> rank_processes_from_line(const std::string& line);
-std::string processes_record_path(const std::string& run_dir, int rank);
-// Every readable rank-N.pids of `attempt` in <run dir>/logs.
+// <run dir>/logs/rank-N.attempt-A.pids, keyed by attempt as exit_record_path is.
+std::string processes_record_path(const std::string& run_dir, int rank, const std::string& attempt);
+// Every readable record of `attempt` in <run dir>/logs (files named for it whose line names it too).
 std::vector<RankProcesses> read_rank_processes(const std::string& run_dir, const std::string& attempt);
-// Removes every rank-N.exit and rank-N.pids in <run dir>/logs (before an attempt starts).
+// Removes every *.exit and *.pids in <run dir>/logs (before an attempt starts: the records of the
+// attempts before it are not read again).
 void clear_rank_records(const std::string& run_dir);
 
 }  // namespace atl::launcher

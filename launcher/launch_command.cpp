@@ -174,15 +174,22 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
   return request;
 }
 
-// The whole command line: the launcher, then each rank's `atoll supervise RUN_DIR -- atoll train ...`.
-std::vector<std::string> job_command(const LaunchRequest& request, const ConfigArgs& parsed,
-                                     const runtime::Config& config, bool verbose) {
-  const std::string self = self_executable();
-  std::vector<std::string> command = launcher_prefix(request);
-  command.insert(command.end(), {self, "supervise", config.run.dir, "--", self, "train", parsed.config_path});
-  for (const std::string& o : parsed.overrides) command.insert(command.end(), {"--set", o});
-  if (verbose) command.push_back("--verbose");
+// The launcher, then each rank's `atoll supervise --attempt NAME RUN_DIR -- atoll train ...`.
+JobCommand job_command(const LaunchRequest& request, const ConfigArgs& parsed, const runtime::Config& config,
+                       bool verbose) {
+  JobCommand command;
+  command.launcher = launcher_prefix(request);
+  command.atoll = self_executable();
+  command.run_dir = config.run.dir;
+  command.rank = {command.atoll, "train", parsed.config_path};
+  for (const std::string& o : parsed.overrides) command.rank.insert(command.rank.end(), {"--set", o});
+  if (verbose) command.rank.push_back("--verbose");
   return command;
+}
+
+// Attempt `n` of the launch named `launch_name` (each launch's name unique across launches too).
+std::string attempt_name(const std::string& launch_name, int n) {
+  return launch_name + "." + std::to_string(n);
 }
 
 // How the launcher runs mpirun or srun: signals to it translated, in a process group of its own.
@@ -198,7 +205,7 @@ ChildOptions launcher_child_options(LaunchMode mode) {
       std::cout << "atoll launch: " << runtime::signal_name(signal)
                 << " received: every rank finishes its step, commits a checkpoint and exits 0"
                 << (sent != signal ? std::string(mode == LaunchMode::kSlurm ? " (srun" : " (mpirun") +
-                                       " passes it to the ranks as " + runtime::signal_name(sent) + ")"
+                                         " passes it to the ranks as " + runtime::signal_name(sent) + ")"
                                    : std::string())
                 << std::endl;
     return sent;
@@ -289,44 +296,43 @@ std::vector<RankProcesses> end_leftover_ranks(const std::string& run_dir, const 
 
 // Runs the job and, after a failure a restart may cure, relaunches it from its last committed
 // checkpoint, up to `max_restarts` times. Returns the exit status of `atoll launch`.
-int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const std::string& run_dir,
-                      int max_restarts) {
+int run_with_restarts(JobCommand command, LaunchMode mode, const std::string& launch_name, int max_restarts) {
+  const std::string& run_dir = command.run_dir;
   const std::string launcher_name = mode == LaunchMode::kSlurm ? "srun" : "mpirun";
   ChildOptions child_options = launcher_child_options(mode);
   // mpirun's job a session directory of its own; srun's ranks (started through PMIx) make none.
   std::optional<SessionDirectory> session_directory;
   if (mode != LaunchMode::kSlurm) session_directory.emplace();
-  // Each attempt's name, unique across launches too, stamps the ranks' records.
-  const std::string launch_name =
-      std::to_string(static_cast<long long>(seconds_since_epoch())) + "-" + std::to_string(getpid());
   // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
   // end it (SIGTERM, SIGKILL kEndGrace_s later: mpirun itself gives its ranks 2 s between the two),
   // so that the failure is reported and --max-restarts can act. The exit records are read at most
-  // once a second.
+  // once a second while the job runs, and once after it ended: the order of these reads names the
+  // cause.
   constexpr double kStragglerGrace_s = 20.0;
   constexpr double kEndGrace_s = 5.0;
   child_options.end_grace_s = kEndGrace_s;
-  std::string attempt_name;
+  std::string attempt;
   FailureWatch failures(kStragglerGrace_s);
   double next_look_s = 0.0;
   child_options.abandon = [&] {
     const double now_s = steady_seconds();
     if (now_s < next_look_s) return false;
     next_look_s = now_s + 1.0;
-    return failures.outlived(read_rank_exits(run_dir, attempt_name), now_s);
+    failures.observe(read_rank_exits(run_dir, attempt), now_s);
+    return failures.outlived(now_s);
   };
-  for (int attempt = 0;; ++attempt) {
-    attempt_name = launch_name + "." + std::to_string(attempt);
-    setenv(kAttemptVariable, attempt_name.c_str(), 1);
+  for (int n = 0;; ++n) {
+    attempt = attempt_name(launch_name, n);
     clear_rank_records(run_dir);
     failures = FailureWatch(kStragglerGrace_s);
-    const ChildExit job = run_child(command, child_options);
+    const ChildExit job = run_child(command.words(attempt), child_options);
     if (job.received_signal != 0 || (job.status() == 0 && !job.abandoned)) return job.status();
-    const std::optional<RankExit> cause = first_failure(read_rank_exits(run_dir, attempt_name));
+    failures.observe(read_rank_exits(run_dir, attempt), steady_seconds());
+    const std::optional<RankExit> cause = failures.cause();
     const std::string why = report_failure(job, cause, launcher_name, kStragglerGrace_s, run_dir);
     const int status = job_exit_status(job.status(), cause);
     const std::vector<RankProcesses> alive =
-        end_leftover_ranks(run_dir, attempt_name, mode == LaunchMode::kSlurm && job.abandoned);
+        end_leftover_ranks(run_dir, attempt, mode == LaunchMode::kSlurm && job.abandoned);
     if (!alive.empty()) {
       std::cerr << "atoll launch: " << describe_processes(alive.front())
                 << (alive.size() > 1 ? " and " + std::to_string(alive.size() - 1) + " more rank(s)" : "")
@@ -340,20 +346,20 @@ int run_with_restarts(std::vector<std::string> command, LaunchMode mode, const s
                   << " means bad input or a non-finite stop, which a relaunch repeats" << std::endl;
       return status;
     }
-    if (attempt >= max_restarts) {
+    if (n >= max_restarts) {
       if (max_restarts > 0)
         std::cerr << "atoll launch: giving up after " << max_restarts << " restart(s)" << std::endl;
       return status;
     }
     append_event(run_dir, runtime::JsonRecord()
                               .add("event", std::string("restart"))
-                              .add("attempt", static_cast<int64_t>(attempt + 1))
+                              .add("attempt", static_cast<int64_t>(n + 1))
                               .add("failed_rank", static_cast<int64_t>(cause ? cause->rank : -1))
                               .add("reason", why));
-    std::cerr << "atoll launch: restart " << attempt + 1 << " of " << max_restarts
+    std::cerr << "atoll launch: restart " << n + 1 << " of " << max_restarts
               << " from the last committed checkpoint" << std::endl;
     // A restart always resumes from the newest committed checkpoint, whatever the config said.
-    if (attempt == 0) command.insert(command.end(), {"--set", "checkpoint.resume=auto"});
+    if (n == 0) command.rank.insert(command.rank.end(), {"--set", "checkpoint.resume=auto"});
   }
 }
 
@@ -374,13 +380,15 @@ int launch_command(const Args& args) {
 
   // A rank's output is a pipe: tell rank 0 whether the user watches a terminal.
   if (!std::getenv("ATOLL_PROGRESS")) setenv("ATOLL_PROGRESS", isatty(STDOUT_FILENO) ? "bar" : "plain", 1);
-  const std::vector<std::string> command = job_command(request, parsed, config, options.verbose);
-  std::cout << "atoll launch: " << command_line(command) << std::endl;
+  const JobCommand command = job_command(request, parsed, config, options.verbose);
+  const std::string launch_name =
+      std::to_string(static_cast<long long>(seconds_since_epoch())) + "-" + std::to_string(getpid());
+  std::cout << "atoll launch: " << command_line(command.words(attempt_name(launch_name, 0))) << std::endl;
   if (options.dry_run) return 0;
   if (options.max_restarts > 0 && config.checkpoint.every == 0)
     std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
               << std::endl;
-  return run_with_restarts(command, request.mode, config.run.dir, options.max_restarts);
+  return run_with_restarts(command, request.mode, launch_name, options.max_restarts);
 }
 
 }  // namespace atl::launcher

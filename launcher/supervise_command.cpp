@@ -1,9 +1,10 @@
-// `atoll supervise RUN_DIR -- COMMAND...`: what `atoll launch` runs as each rank. It runs the real
-// rank (COMMAND) as its child, copies the child's output to its own and to <run dir>/logs/rank-N.log,
-// passes on SIGTERM/SIGUSR1, and records how the child ended in <run dir>/logs/rank-N.exit -- the one
-// way to learn that a rank was killed by SIGKILL, which the rank itself cannot report. As the child
-// starts it records both processes in rank-N.pids, for the launcher to end them if mpirun or srun
-// does not. Both records carry the attempt `atoll launch` names in ATOLL_ATTEMPT.
+// `atoll supervise [--attempt NAME] RUN_DIR -- COMMAND...`: what `atoll launch` runs as each rank. It
+// runs the real rank (COMMAND) as its child, copies the child's output to its own and to <run
+// dir>/logs/rank-N.log, passes on SIGTERM/SIGUSR1, and records how the child ended in <run
+// dir>/logs/rank-N.attempt-NAME.exit -- the one way to learn that a rank was killed by SIGKILL, which
+// the rank itself cannot report. As the child starts it records both processes in
+// rank-N.attempt-NAME.pids, for the launcher to end them if mpirun or srun does not. Both records
+// carry the attempt `atoll launch` names on this command line.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,11 +15,12 @@
 #include "launcher/child_process.h"
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
+#include "text/one_line.h"
 
 namespace atl::launcher {
 namespace {
 
-constexpr const char* kSuperviseUsage = "atoll supervise RUN_DIR -- COMMAND [ARGS]...";
+constexpr const char* kSuperviseUsage = "atoll supervise [--attempt NAME] RUN_DIR -- COMMAND [ARGS]...";
 
 // This process's rank as the launcher (Open MPI, PMIx or Slurm) tells it.
 int rank_from_environment() {
@@ -53,12 +55,21 @@ void write_record(const std::string& path, const std::string& line) {
 }  // namespace
 
 int supervise_command(const Args& args) {
-  if (args.size() < 3 || args[1] != "--")
+  std::string attempt;
+  size_t first = 0;
+  if (args.size() >= 2 && args[0] == "--attempt") {
+    attempt = args[1];
+    if (!valid_attempt_name(attempt))
+      throw std::invalid_argument(
+          "--attempt '" + text::one_line(attempt) +
+          "': an attempt is named with letters, digits, '.', '_' and '-'; usage: " + kSuperviseUsage);
+    first = 2;
+  }
+  if (args.size() < first + 3 || args[first + 1] != "--")
     throw std::invalid_argument("usage: " + std::string(kSuperviseUsage));
-  const std::string run_dir = args[0];
-  const std::vector<std::string> command(args.begin() + 2, args.end());
+  const std::string run_dir = args[first];
+  const std::vector<std::string> command(args.begin() + static_cast<long>(first) + 2, args.end());
   const int rank = rank_from_environment();
-  const std::string attempt = environment_value(kAttemptVariable);
   std::filesystem::create_directories(run_dir + "/logs");
   std::ofstream log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", std::ios::app);
 
@@ -81,7 +92,7 @@ int supervise_command(const Args& args) {
     processes.child_pid = pid;
     processes.child_start = process_start_time(pid);
     processes.slurm_step = slurm_step();
-    write_record(processes_record_path(run_dir, rank), to_line(processes));
+    write_record(processes_record_path(run_dir, rank, attempt), to_line(processes));
   };
   const ChildExit child = run_child(command, options);
 
@@ -93,7 +104,7 @@ int supervise_command(const Args& args) {
   record.code = child.code;
   record.time_s = seconds_since_epoch();
   record.attempt = attempt;
-  write_record(exit_record_path(run_dir, rank), to_line(record));
+  write_record(exit_record_path(run_dir, rank, attempt), to_line(record));
   return child.status();
 }
 

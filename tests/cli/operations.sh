@@ -130,14 +130,14 @@ alive() {
   --set checkpoint.every=0 >"$work/stale.log" 2>&1 &
 job=$!
 until grep -q '"step":20,' "$work/stale/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
-attempt=$(awk '$3 == "attempt" { print $4 }' "$work/stale/logs/rank-0.pids" 2>/dev/null)
+attempt=$(cat "$work/stale/logs/"rank-0.attempt-*.pids 2>/dev/null | awk '$3 == "attempt" { print $4 }')
 past=$(($(date +%s) - 100))
-printf 'rank 1 pid 1 host elsewhere code 1 time %s attempt 1-1.0\n' "$past" >"$work/stale/logs/rank-1.exit"
+printf 'rank 1 pid 1 host elsewhere code 1 time %s attempt 1-1.0\n' "$past" >"$work/stale/logs/rank-1.attempt-1-1.0.exit"
 printf 'rank 2 pid 2 host elsewhere signal 9 time %s\n' "$past" >"$work/stale/logs/rank-2.exit"
-printf 'rank 3 pid 3 host elsewhere code 4 time %s attempt %s\n' "$past" "$attempt" >"$work/stale/logs/rank-3.exit"
+printf 'rank 3 pid 3 host elsewhere code 4 time %s attempt %s\n' "$past" "$attempt" >"$work/stale/logs/rank-3.attempt-$attempt.exit"
 sleep 3
 kill -0 $job 2>/dev/null && skewed=running || skewed=ended
-rm -f "$work/stale/logs/rank-3.exit"
+rm -f "$work/stale/logs/rank-3.attempt-$attempt.exit"
 sleep 21
 kill -TERM $job
 wait $job
@@ -162,13 +162,13 @@ job=$!
 left=""
 for round in 0 1; do
   until [[ $(grep -c '"event":"start"' "$work/deaf/metrics.jsonl" 2>/dev/null) -gt $round && \
-           $(cat "$work/deaf/logs/"rank-*.pids 2>/dev/null | grep -c "^rank [01] attempt [^ ]*\.$round ") -eq 2 ]] \
+           $(cat "$work/deaf/logs/"rank-*.attempt-*.$round.pids 2>/dev/null | grep -c "^rank [01] attempt [^ ]*\.$round ") -eq 2 ]] \
         || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
-  attempt=$(awk '{ print $4 }' "$work/deaf/logs/rank-0.pids" 2>/dev/null)
-  mapfile -t old < <(awk '{ print $8; print $12 }' "$work/deaf/logs/"rank-*.pids 2>/dev/null)
+  attempt=$(cat "$work/deaf/logs/"rank-0.attempt-*.$round.pids 2>/dev/null | awk '{ print $4 }')
+  mapfile -t old < <(cat "$work/deaf/logs/"rank-*.attempt-*.$round.pids 2>/dev/null | awk '{ print $8; print $12 }')
   kill -STOP "$(pgrep -P $job)"
   printf 'rank 1 pid %s host %s code 4 time %s attempt %s\n' "${old[3]:-0}" "$(hostname)" "$(date +%s)" "$attempt" \
-    >"$work/deaf/logs/rank-1.exit"
+    >"$work/deaf/logs/rank-1.attempt-$attempt.exit"
   if [[ $round -eq 0 ]]; then
     until grep -q "restart 1 of 1" "$work/deaf.log" || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
   else
@@ -248,16 +248,17 @@ fi
 
 # Launcher modes, printed without running: a hostfile, and Slurm inside an allocation.
 echo "localhost slots=4" >"$work/hosts"
-if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise $work/run -- .* train" \
-    && SLURM_JOB_ID=7 SLURM_MPI_TYPE=pmix "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix .* supervise"; then
-  check ok "launch modes: --hostfile passes the file to mpirun; SLURM_JOB_ID selects srun --ntasks=2"
+if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise --attempt [0-9]*-[0-9]*\.0 $work/run -- .* train" \
+    && SLURM_JOB_ID=7 SLURM_MPI_TYPE=pmix "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix .* supervise --attempt [0-9]*-[0-9]*\.0 "; then
+  check ok "launch modes: --hostfile passes the file to mpirun; SLURM_JOB_ID selects srun --ntasks=2; each rank's supervisor is told the attempt"
 else
   check fail "launch modes"
 fi
 # The hostfile mode for real: this host from a hostfile.
 timeout 120 "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --set run.dir="$work/hostfile" --set train.steps=4 \
   --set checkpoint.every=0 >"$work/hostfile.log" 2>&1
-if [[ $? -eq 0 && -s $work/hostfile/logs/rank-0.log && -s $work/hostfile/logs/rank-1.exit ]] && grep -q "^step *4/4" "$work/hostfile/logs/rank-0.log"; then
+if [[ $? -eq 0 && -s $work/hostfile/logs/rank-0.log ]] && grep -q "^step *4/4" "$work/hostfile/logs/rank-0.log" \
+    && grep -q " code 0 time .* attempt [^ ]*\.0$" "$work/hostfile/logs/"rank-1.attempt-*.0.exit; then
   check ok "launch --hostfile: runs, per-rank logs and exit records in <run dir>/logs"
 else
   check fail "launch --hostfile" "$work/hostfile.log"

@@ -9,10 +9,14 @@
 #     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
 #   - a rank killed with kill -9 under srun --kill-on-bad-exit=1: the launcher relaunches through srun from the last checkpoint
 #     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends;
+#   - bad input found by the ranks (a missing data file) in a job submitted with `--export=NONE`,
+#     under which srun passes the ranks no environment variable: the attempt still reaches every
+#     rank's supervisor (on its command line), the launcher names the failed rank's exit 2 and does
+#     not relaunch despite --max-restarts 2, exit 2;
 #   - two island jobs as two allocations meeting at an `atoll rendezvous`: bitwise the single-world run;
 #   - a Slurm without the pmix plugin: one line naming what srun offers, exit 2.
-# SLURM_SCENARIOS picks the cases (default all: parity preempt restart islands nopmix); CTest runs
-# them as two entries of under a minute, each with a cluster of its own.
+# SLURM_SCENARIOS picks the cases (default all: parity preempt restart exportnone islands nopmix);
+# CTest runs them as two entries of under a minute, each with a cluster of its own.
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -40,7 +44,7 @@ sbatch_launch() {
     "$examples/slurm/train_cpu.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
 }
 
-wants() { [[ " ${SLURM_SCENARIOS:-parity preempt restart islands nopmix} " == *" $1 "* ]]; }
+wants() { [[ " ${SLURM_SCENARIOS:-parity preempt restart exportnone islands nopmix} " == *" $1 "* ]]; }
 
 if wants parity; then
 # 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.
@@ -152,6 +156,34 @@ if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "srun --ntasks=2
   check ok "kill -9 of a rank (pid $victim) past step 50: relaunched through srun, final state bitwise equal to the uninterrupted run"
 else
   check fail "restart through srun (victim '$victim',$exit_code)" "$work/restart.out"
+fi
+fi
+
+if wants exportnone; then
+# A job script of a cluster whose jobs start with --export=NONE: srun passes the ranks no variable
+# of the launcher's. Every rank stops on bad input (data.train missing, which only the ranks read):
+# each exit record must be the attempt's -- named for it, one attempt in all -- so that the launcher
+# names the failed rank, exits 2 and does not relaunch (it would relaunch after a failure it could
+# not name).
+cat >"$work/exportnone.sbatch" <<SCRIPT
+#!/bin/bash
+#SBATCH --export=NONE
+exec "$atoll" launch "$work/tiny.yaml" --slurm --max-restarts 2 --set run.dir="$work/exportnone" \
+  --set data.train="$work/none.bin"
+SCRIPT
+sbatch --parsable --wait --ntasks=2 --chdir="$work" --output="$work/exportnone.out" "$work/exportnone.sbatch" \
+  >/dev/null 2>"$work/sbatch.err"
+status=$?
+records=$(cd "$work/exportnone/logs" 2>/dev/null && ls -- *.exit 2>/dev/null | sed 's/^rank-[0-9]*\.//' | sort -u | paste -sd' ')
+if [[ $status -eq $EXIT_BAD_INPUT && $records == attempt-*.0.exit ]] \
+    && [[ $(cat "$work/exportnone/logs/"rank-*.exit | grep -c " code 2 time .* attempt [^ ]*\.0$") -eq 2 ]] \
+    && grep -q "^atoll launch: the job failed: rank [01] (pid [0-9]* on .*) exited with code 2 " "$work/exportnone.out" \
+    && grep -q "^atoll launch: not restarting: exit code 2 means bad input" "$work/exportnone.out" \
+    && ! grep -q "restart 1 of" "$work/exportnone.out" \
+    && [[ $(grep -c "data: $work/none.bin does not exist" "$work/exportnone/logs/rank-0.log") -eq 1 ]]; then
+  check ok "sbatch --export=NONE, bad input in every rank: both exit records of attempt 0, the failed rank named, exit 2, no restart under --max-restarts 2"
+else
+  check fail "sbatch --export=NONE with bad input (exit $status, records '$records')" "$work/exportnone.out"
 fi
 fi
 

@@ -1,6 +1,6 @@
-// The exit records `atoll supervise` leaves in <run dir>/logs/rank-N.exit, which `atoll launch` reads
-// to name the rank that failed first. An unreadable record is skipped (never an error); one that
-// reads must describe itself and survive its own line format unchanged.
+// The exit records `atoll supervise` leaves in <run dir>/logs/rank-N.attempt-A.exit, which `atoll launch`
+// reads to name the rank that failed first. An unreadable record is skipped (never an error); one that reads
+// must describe itself and survive its own line format unchanged.
 #include <cstdio>
 #include <cstdlib>
 

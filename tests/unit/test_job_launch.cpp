@@ -1,10 +1,13 @@
 // atoll launch's launcher lines: mpirun on this host never leaves Open MPI's default binding in place
 // (it would put a rank's threads on one core), oversubscribes only past the cores, and hostfile and
-// Slurm lines carry their own placement. And how it reads the ranks' records: each attempt's own,
-// the straggler grace on its own clock, the exit status of the rank that failed first.
+// Slurm lines carry their own placement; each rank's supervisor is told the attempt on its command
+// line. And how it reads the ranks' records: each attempt's own files, the straggler grace and the
+// cause by when it first read a failure on its own clock, the exit status of the rank that failed
+// first.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,13 +46,12 @@ TEST(JobLaunch, LocalMpirunUnbindsRanksAndOversubscribesOnlyPastTheCores) {
   LaunchRequest request;
   request.ranks = 2;
   request.cores = 16;
-  EXPECT_EQ(line(request), "mpirun -np 2 -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --bind-to none");
+  EXPECT_EQ(line(request), "mpirun -np 2 -x ATOLL_PROGRESS --bind-to none");
   request.ranks = 4;
   request.cores = 2;
   request.as_root = true;
-  EXPECT_EQ(
-      line(request),
-      "mpirun -np 4 --allow-run-as-root -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --oversubscribe --bind-to none");
+  EXPECT_EQ(line(request),
+            "mpirun -np 4 --allow-run-as-root -x ATOLL_PROGRESS --oversubscribe --bind-to none");
 }
 
 TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
@@ -57,11 +59,27 @@ TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
   hostfile.mode = LaunchMode::kHostfile;
   hostfile.ranks = 8;
   hostfile.hostfile = "hosts";
-  EXPECT_EQ(line(hostfile), "mpirun -np 8 -x ATOLL_PROGRESS -x ATOLL_ATTEMPT --hostfile hosts");
+  EXPECT_EQ(line(hostfile), "mpirun -np 8 -x ATOLL_PROGRESS --hostfile hosts");
   LaunchRequest slurm;
   slurm.mode = LaunchMode::kSlurm;
   slurm.ranks = 8;
   EXPECT_EQ(line(slurm), "srun --ntasks=8 --kill-on-bad-exit=1");
+}
+
+// The attempt reaches every rank on its supervisor's command line, never through the environment:
+// srun under `sbatch --export=NONE` passes no variable, and mpirun only those named with -x.
+TEST(JobLaunch, EachRanksSupervisorIsToldTheAttemptOnItsCommandLine) {
+  atl::launcher::JobCommand command;
+  command.launcher = {"srun", "--ntasks=2"};
+  command.atoll = "/bin/atoll";
+  command.run_dir = "/runs/a";
+  command.rank = {"/bin/atoll", "train", "c.yaml"};
+  EXPECT_EQ(atl::launcher::command_line(command.words("100-7.1")),
+            "srun --ntasks=2 /bin/atoll supervise --attempt 100-7.1 /runs/a -- /bin/atoll train c.yaml");
+  EXPECT_TRUE(atl::launcher::valid_attempt_name("1795818832-25929.1"));
+  EXPECT_FALSE(atl::launcher::valid_attempt_name(""));
+  EXPECT_FALSE(atl::launcher::valid_attempt_name("../x"));
+  EXPECT_FALSE(atl::launcher::valid_attempt_name("a b"));
 }
 
 // Slurm's default MpiDefault is none, under which Open MPI's ranks die in MPI_Init: srun is told the
@@ -143,21 +161,45 @@ TEST(JobLaunch, AJobIsOverdueOnlyOnceItsFirstFailureOutlivedTheGraceOnTheLaunche
   RankExit clean = exit_of(0, false, 0, 1000.0), hung = exit_of(2, false, 4, 1010.0),
            killed = exit_of(3, true, 9, 1012.0);
   FailureWatch none(20.0);
-  EXPECT_FALSE(none.outlived({}, 5000.0));
-  EXPECT_FALSE(none.outlived({clean}, 5000.0));
-  EXPECT_FALSE(none.outlived({clean}, 9000.0));
+  EXPECT_FALSE(none.outlived(5000.0));
+  none.observe({clean}, 5000.0);
+  EXPECT_FALSE(none.outlived(9000.0));
+  EXPECT_FALSE(none.cause());
   // Records written 100 s before the launcher's clock reads them (another host's clock behind, or
   // a write that landed late): the grace starts when they are first seen, at 500.
   FailureWatch watch(20.0);
-  EXPECT_FALSE(watch.outlived({clean, hung}, 500.0));
-  EXPECT_FALSE(watch.outlived({clean, hung, killed}, 510.0));
-  EXPECT_FALSE(watch.outlived({clean, hung, killed}, 520.0));  // 20 s after the first failure was seen
-  EXPECT_TRUE(watch.outlived({clean, hung, killed}, 520.5));   // counted from rank 2's, not 3's
+  watch.observe({clean, hung}, 500.0);
+  EXPECT_FALSE(watch.outlived(500.0));
+  watch.observe({clean, hung, killed}, 510.0);
+  EXPECT_FALSE(watch.outlived(520.0));    // 20 s after the first failure was seen
+  EXPECT_TRUE(watch.outlived(520.5));     // counted from rank 2's, not 3's
+  watch.observe({clean, killed}, 521.0);  // rank 2's record gone: the grace runs from rank 3's
+  EXPECT_FALSE(watch.outlived(521.0));
+  EXPECT_EQ(watch.cause()->rank, 3);
   FailureWatch later(20.0);
-  EXPECT_FALSE(later.outlived({clean}, 500.0));
-  EXPECT_FALSE(later.outlived({killed}, 510.0));
-  EXPECT_FALSE(later.outlived({killed}, 529.0));
-  EXPECT_TRUE(later.outlived({killed}, 530.5));
+  later.observe({clean}, 500.0);
+  later.observe({killed}, 510.0);
+  EXPECT_FALSE(later.outlived(529.0));
+  EXPECT_TRUE(later.outlived(530.5));
+}
+
+// The cause is the failure the launcher read first, whatever the times its ranks' hosts wrote: a
+// host whose clock is 100 s behind does not make its rank, failing later, the cause. Failures first
+// read together are ordered by their records' times.
+TEST(JobLaunch, TheCauseIsTheFailureReadFirstNotTheOneWithTheEarliestClock) {
+  using atl::launcher::FailureWatch;
+  const RankExit hung = exit_of(0, false, 4, 2000.0), behind = exit_of(2, true, 15, 1900.0),
+                 also_first = exit_of(1, false, 1, 1999.0);
+  FailureWatch watch(20.0);
+  watch.observe({hung}, 10.0);
+  watch.observe({hung, behind}, 11.0);
+  EXPECT_EQ(watch.cause()->rank, 0);
+  watch.observe({behind, hung}, 12.0);  // read again: still first read at 10
+  EXPECT_EQ(watch.cause()->rank, 0);
+  FailureWatch together(20.0);
+  together.observe({hung, also_first, exit_of(3, false, 0, 1000.0)}, 10.0);
+  together.observe({hung, also_first, behind}, 11.0);
+  EXPECT_EQ(together.cause()->rank, 1);
 }
 
 // A record names the attempt it belongs to and reads back as written; one from before attempts were
@@ -184,22 +226,36 @@ class JobLaunchRecords : public atl::test::TempDirTest {};
 
 // The launcher reads only the records of the attempt running: one of another attempt -- a rank of
 // the previous attempt that ended late, a partitioned node's write landing after the relaunch, a
-// supervisor from before attempts were named -- is not this attempt's failure.
+// supervisor from before attempts were named -- is not this attempt's failure. Each attempt's
+// records are files of their own, so an old attempt's late write cannot replace the current one's.
 TEST_F(JobLaunchRecords, TheReaderKeepsTheRecordsOfOneAttempt) {
+  using atl::launcher::exit_record_path;
   std::filesystem::create_directories(path("logs"));
-  RankExit current = exit_of(0, false, 0, 2000.0), stale = exit_of(1, false, 1, 1000.0);
+  RankExit current = exit_of(0, false, 2, 2000.0), stale = exit_of(0, false, 1, 1000.0),
+           other = exit_of(1, false, 1, 1000.0);
   current.attempt = "100-7.1";
-  stale.attempt = "100-7.0";
-  write_file("logs/rank-0.exit", atl::launcher::to_line(current));
-  write_file("logs/rank-1.exit", atl::launcher::to_line(stale));
+  stale.attempt = other.attempt = "100-7.0";
+  const std::string dir = dir_.string();
+  EXPECT_EQ(exit_record_path(dir, 0, "100-7.1"), dir + "/logs/rank-0.attempt-100-7.1.exit");
+  EXPECT_EQ(exit_record_path(dir, 0, ""), dir + "/logs/rank-0.exit");
+  std::ofstream(exit_record_path(dir, 0, "100-7.1")) << atl::launcher::to_line(current);
+  // Rank 0 of the attempt before, written after the current one's: it lands in a file of its own.
+  std::ofstream(exit_record_path(dir, 0, "100-7.0")) << atl::launcher::to_line(stale);
+  std::ofstream(exit_record_path(dir, 1, "100-7.0")) << atl::launcher::to_line(other);
   write_file("logs/rank-2.exit", "rank 2 pid 9 host node0 code 1 time 1500\n");
   write_file("logs/rank-3.exit", "not a record\n");
-  EXPECT_EQ(atl::launcher::read_rank_exits(dir_.string()).size(), 3u);
-  const std::vector<RankExit> exits = atl::launcher::read_rank_exits(dir_.string(), "100-7.1");
+  // A record of this attempt in a file named for another rank, or for no attempt, is not read as one.
+  write_file("logs/rank-4.attempt-100-7.1.exit",
+             "rank 5 pid 9 host node0 code 1 time 1500 attempt 100-7.1\n");
+  write_file("logs/rank-6.exit", "rank 6 pid 9 host node0 code 1 time 1500 attempt 100-7.1\n");
+  EXPECT_EQ(atl::launcher::read_rank_exits(dir).size(), 6u);
+  const std::vector<RankExit> exits = atl::launcher::read_rank_exits(dir, "100-7.1");
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].rank, 0);
-  EXPECT_FALSE(atl::launcher::first_failure(exits));
-  EXPECT_EQ(atl::launcher::first_failure(atl::launcher::read_rank_exits(dir_.string(), "100-7.0"))->rank, 1);
+  EXPECT_EQ(exits[0].code, 2);
+  EXPECT_EQ(atl::launcher::first_failure(exits)->code, 2);
+  EXPECT_EQ(atl::launcher::read_rank_exits(dir, "100-7.0").size(), 2u);
+  EXPECT_EQ(atl::launcher::first_failure(atl::launcher::read_rank_exits(dir, "100-7.0"))->code, 1);
 
   atl::launcher::RankProcesses processes;
   processes.rank = 1;
@@ -212,22 +268,24 @@ TEST_F(JobLaunchRecords, TheReaderKeepsTheRecordsOfOneAttempt) {
   processes.child_start = 123457;
   const std::string line = atl::launcher::to_line(processes);
   EXPECT_EQ(line, "rank 1 attempt 100-7.1 host node0 supervisor 4240 4240 123456 child 4242 123457 step -\n");
-  write_file("logs/rank-1.pids", line);
+  EXPECT_EQ(atl::launcher::processes_record_path(dir, 1, "100-7.1"),
+            dir + "/logs/rank-1.attempt-100-7.1.pids");
+  std::ofstream(atl::launcher::processes_record_path(dir, 1, "100-7.1")) << line;
+  write_file("logs/rank-1.pids", line);  // named for no attempt: not read as 100-7.1's
   processes.rank = 2;
   processes.attempt = "100-7.0";
   processes.slurm_step = "42.0";
-  write_file("logs/rank-2.pids", atl::launcher::to_line(processes));
-  const std::vector<atl::launcher::RankProcesses> read =
-      atl::launcher::read_rank_processes(dir_.string(), "100-7.1");
+  std::ofstream(atl::launcher::processes_record_path(dir, 2, "100-7.0")) << atl::launcher::to_line(processes);
+  const std::vector<atl::launcher::RankProcesses> read = atl::launcher::read_rank_processes(dir, "100-7.1");
   ASSERT_EQ(read.size(), 1u);
   EXPECT_EQ(read[0].child_pid, 4242);
   EXPECT_EQ(read[0].child_start, 123457u);
   EXPECT_EQ(read[0].slurm_step, "");
-  EXPECT_EQ(atl::launcher::read_rank_processes(dir_.string(), "100-7.0")[0].slurm_step, "42.0");
+  EXPECT_EQ(atl::launcher::read_rank_processes(dir, "100-7.0")[0].slurm_step, "42.0");
 
-  atl::launcher::clear_rank_records(dir_.string());
-  EXPECT_TRUE(atl::launcher::read_rank_exits(dir_.string()).empty());
-  EXPECT_TRUE(atl::launcher::read_rank_processes(dir_.string(), "100-7.0").empty());
+  atl::launcher::clear_rank_records(dir);
+  EXPECT_TRUE(atl::launcher::read_rank_exits(dir).empty());
+  EXPECT_TRUE(atl::launcher::read_rank_processes(dir, "100-7.0").empty());
   EXPECT_TRUE(std::filesystem::exists(path("logs")));
 }
 
