@@ -71,16 +71,19 @@ if wants preempt || wants restart; then
 "$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
 fi
 
-# preempt_job NAME SCANCEL_ARGS...: the long run as job NAME (2 ranks), signalled with `scancel
-# SCANCEL_ARGS JOBID` past step 30, waited for until it ends; sets $reached (the step metrics.jsonl
-# records the preemption at, empty if none) and $exit_code (the job's ` ExitCode=` in scontrol).
-# One rank is held (SIGSTOP) past step 30 until SIGTERM is pending in it, so that however long the
-# signal takes to arrive under load (slurmctld -> slurmd -> slurmstepd, and through atoll launch and
-# srun when it goes to the batch shell), the job cannot end first: the other rank waits for the held
-# one at its next collective.
+# preempt_job NAME SIGNAL SCANCEL_ARGS...: the long run as job NAME (2 ranks), signalled with
+# `scancel SCANCEL_ARGS JOBID` past step 30, waited for until it ends; sets $reached (the step
+# metrics.jsonl records the preemption at, empty if none), $exit_code (the job's ` ExitCode=` in
+# scontrol), $awaited (SIGNAL's name), $delivered (yes once SIGNAL was pending in the held rank,
+# within 30 s) and $waited (the seconds from scancel to then).
+# One rank is held (SIGSTOP) past step 30 until SIGNAL -- the number of the signal this case's ranks
+# get -- is pending in it, so that however long the signal takes to arrive under load (slurmctld ->
+# slurmd -> slurmstepd, and through atoll launch and srun when it goes to the batch shell), the job
+# cannot end first: the other rank waits for the held one at its next collective.
 preempt_job() {
-  local name=$1 id held _
-  shift
+  local name=$1 signal=$2 id held _
+  shift 2
+  awaited=SIG$(kill -l "$signal") delivered=no waited=-
   id=$(sbatch_launch "$name" --ntasks=2 -- "${long[@]}")
   for _ in $(seq 1 1200); do  # until step 30 is recorded (at most 60 s)
     grep -q '"step":30,' "$work/$name/metrics.jsonl" 2>/dev/null && break
@@ -89,12 +92,15 @@ preempt_job() {
   done
   held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/$name" | head -1)
   [[ -n $held ]] && kill -STOP "$held"
+  local sent=$EPOCHREALTIME
   scancel "$@" "$id"
   if [[ -n $held ]]; then
-    for _ in $(seq 1 300); do  # until the held rank has SIGTERM pending, or runs again (at most 30 s)
-      signal_pending "$held" 15 || ! process_stopped "$held" && break
+    for _ in $(seq 1 300); do  # until the held rank has SIGNAL pending, or runs again (at most 30 s)
+      signal_pending "$held" "$signal" && delivered=yes && break
+      process_stopped "$held" || break
       sleep 0.1
     done
+    waited=$(awk -v a="$sent" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
     kill -CONT "$held"
   fi
   for _ in $(seq 1 600); do [[ -z $(slurm_job_state "$id") ]] && break; sleep 0.1; done  # at most 60 s
@@ -105,12 +111,12 @@ preempt_job() {
 if wants preempt; then
 # Preemption as `scancel --signal=TERM` sends it: to every process of the job's steps (not the batch
 # shell), the ranks among them; then the job again.
-preempt_job preempt --signal=TERM
-if [[ -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+preempt_job preempt "$(kill -l TERM)" --signal=TERM
+if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
     && grep -q "preempted by SIGTERM at step $reached: .*step-$reached committed" "$work/preempt.out"; then
-  check ok "scancel --signal=TERM: the ranks stop at step $reached, step-$reached committed, the job ends 0"
+  check ok "scancel --signal=TERM: $awaited pending in the held rank after $waited s; the ranks stop at step $reached, step-$reached committed, the job ends 0"
 else
-  check fail "preemption through Slurm (reached '$reached',$exit_code)" "$work/preempt.out"
+  check fail "preemption through Slurm ($awaited pending in the held rank: $delivered after $waited s, reached '$reached',$exit_code)" "$work/preempt.out"
 fi
 mv "$work/preempt.out" "$work/preempt-first.out"
 sbatch_launch preempt --wait --ntasks=2 -- "${long[@]}" >/dev/null 2>"$work/sbatch.err"
@@ -124,13 +130,13 @@ fi
 # Preemption as the job script's `#SBATCH --signal=B:TERM@120` sends it: SIGTERM to the batch shell
 # alone, which `exec` made atoll launch; it says so and passes it to srun as SIGUSR1 (srun's step
 # would end at once on a SIGTERM), which srun passes to the ranks.
-preempt_job preempt-batch --batch --signal=TERM
-if [[ -n $reached && $(latest_step "$work/preempt-batch") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+preempt_job preempt-batch "$(kill -l USR1)" --batch --signal=TERM
+if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt-batch") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
     && grep -q "^atoll launch: SIGTERM received: every rank finishes its step, commits a checkpoint and exits 0 (srun passes it to the ranks as SIGUSR1)$" "$work/preempt-batch.out" \
     && grep -q "preempted by SIGUSR1 at step $reached: .*step-$reached committed" "$work/preempt-batch.out"; then
-  check ok "scancel --batch --signal=TERM (--signal=B:TERM): atoll launch passes it through srun, the ranks stop at step $reached, step-$reached committed, the job ends 0"
+  check ok "scancel --batch --signal=TERM (--signal=B:TERM): atoll launch passes it through srun as $awaited, pending in the held rank after $waited s; the ranks stop at step $reached, step-$reached committed, the job ends 0"
 else
-  check fail "preemption through the batch shell (reached '$reached',$exit_code)" "$work/preempt-batch.out"
+  check fail "preemption through the batch shell ($awaited pending in the held rank: $delivered after $waited s, reached '$reached',$exit_code)" "$work/preempt-batch.out"
 fi
 fi
 
