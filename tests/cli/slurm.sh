@@ -50,8 +50,7 @@ if wants parity; then
 # 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.
 job=(--set parallel.dp=4 --set train.global_batch=8 --set train.steps=12 --set checkpoint.every=4)
 "$atoll" launch "$work/tiny.yaml" --mpirun "${job[@]}" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
-sbatch_launch slurm4 --wait --ntasks=4 -- "${job[@]}" >/dev/null 2>"$work/sbatch.err"
-status=$?
+status=$(slurm_job_exit "$(sbatch_launch slurm4 --ntasks=4 -- "${job[@]}" 2>"$work/sbatch.err")")
 if [[ $status -eq 0 ]] && grep -q "srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmix" "$work/slurm4.out" \
     && same_files "$work/ref/checkpoints/step-12" "$work/slurm4/checkpoints/step-12" \
     && [[ -n $(losses "$work/ref/metrics.jsonl") ]] && diff <(losses "$work/ref/metrics.jsonl") <(losses "$work/slurm4/metrics.jsonl") >/dev/null; then
@@ -63,10 +62,12 @@ fi
 fi
 
 # The uninterrupted run the preempted and the restarted jobs must end at: a model large enough that a
-# step takes ~20 ms here, not the tiny config's 1 ms (200 of those can end before a poll of
-# metrics.jsonl acts on step 30 or 50 under load).
-long=(--set train.steps=200 --set checkpoint.every=100 --set model.dim=256 --set model.ffn=512 --set model.seq=64
-  --set model.layers=2)
+# step takes ~20 ms here, not the tiny config's 1 ms (100 of those can end before a poll of
+# metrics.jsonl acts on step 30 or 50 under load), and steps enough to leave 50 after step 50 for
+# that poll to act in.
+long_steps=100
+long=(--set train.steps=$long_steps --set checkpoint.every=$long_steps --set model.dim=256 --set model.ffn=512
+  --set model.seq=64 --set model.layers=2)
 if wants preempt || wants restart; then
 "$atoll" launch "$work/tiny.yaml" --mpirun "${long[@]}" --set run.dir="$work/whole" >"$work/whole.log" 2>&1
 fi
@@ -91,7 +92,11 @@ preempt_job() {
     sleep 0.05
   done
   held=$(pgrep -f "^[^ ]*atoll train $work/tiny.yaml --set run.dir=$work/$name" | head -1)
-  [[ -n $held ]] && kill -STOP "$held"
+  if [[ -n $held ]]; then
+    kill -STOP "$held"
+    # SIGSTOP takes effect when the rank is next scheduled, not at once (at most 5 s).
+    for _ in $(seq 1 100); do process_stopped "$held" && break; sleep 0.05; done
+  fi
   local sent=$EPOCHREALTIME
   scancel "$@" "$id"
   if [[ -n $held ]]; then
@@ -112,17 +117,16 @@ if wants preempt; then
 # Preemption as `scancel --signal=TERM` sends it: to every process of the job's steps (not the batch
 # shell), the ranks among them; then the job again.
 preempt_job preempt "$(kill -l TERM)" --signal=TERM
-if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < long_steps)) \
     && grep -q "preempted by SIGTERM at step $reached: .*step-$reached committed" "$work/preempt.out"; then
   check ok "scancel --signal=TERM: $awaited pending in the held rank after $waited s; the ranks stop at step $reached, step-$reached committed, the job ends 0"
 else
   check fail "preemption through Slurm ($awaited pending in the held rank: $delivered after $waited s, reached '$reached',$exit_code)" "$work/preempt.out"
 fi
 mv "$work/preempt.out" "$work/preempt-first.out"
-sbatch_launch preempt --wait --ntasks=2 -- "${long[@]}" >/dev/null 2>"$work/sbatch.err"
-status=$?
+status=$(slurm_job_exit "$(sbatch_launch preempt --ntasks=2 -- "${long[@]}" 2>"$work/sbatch.err")")
 if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached" "$work/preempt.out" \
-    && same_files "$work/whole/checkpoints/step-200" "$work/preempt/checkpoints/step-200"; then
+    && same_files "$work/whole/checkpoints/step-$long_steps" "$work/preempt/checkpoints/step-$long_steps"; then
   check ok "the job submitted again resumes at step $reached and ends bitwise where the uninterrupted run ends"
 else
   check fail "the resubmitted job (exit $status)" "$work/preempt.out"
@@ -131,7 +135,7 @@ fi
 # alone, which `exec` made atoll launch; it says so and passes it to srun as SIGUSR1 (srun's step
 # would end at once on a SIGTERM), which srun passes to the ranks.
 preempt_job preempt-batch "$(kill -l USR1)" --batch --signal=TERM
-if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt-batch") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < 200)) \
+if [[ $delivered == yes && -n $reached && $(latest_step "$work/preempt-batch") == "$reached" && $exit_code == " ExitCode=0:0" ]] && ((reached < long_steps)) \
     && grep -q "^atoll launch: SIGTERM received: every rank finishes its step, commits a checkpoint and exits 0 (srun passes it to the ranks as SIGUSR1)$" "$work/preempt-batch.out" \
     && grep -q "preempted by SIGUSR1 at step $reached: .*step-$reached committed" "$work/preempt-batch.out"; then
   check ok "scancel --batch --signal=TERM (--signal=B:TERM): atoll launch passes it through srun as $awaited, pending in the held rank after $waited s; the ranks stop at step $reached, step-$reached committed, the job ends 0"
@@ -158,7 +162,7 @@ exit_code=$(scontrol show job "$id" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | 
 if [[ -n $victim && $exit_code == " ExitCode=0:0" ]] && grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix" "$work/restart.out" \
     && grep -q "was killed by signal 9 (SIGKILL)" "$work/restart.out" \
     && grep -q "restart 1 of 2" "$work/restart.out" && grep -q '"event":"restart"' "$work/restart/metrics.jsonl" \
-    && same_files "$work/whole/checkpoints/step-200" "$work/restart/checkpoints/step-200"; then
+    && same_files "$work/whole/checkpoints/step-$long_steps" "$work/restart/checkpoints/step-$long_steps"; then
   check ok "kill -9 of a rank (pid $victim) past step 50: relaunched through srun, final state bitwise equal to the uninterrupted run"
 else
   check fail "restart through srun (victim '$victim',$exit_code)" "$work/restart.out"
@@ -177,9 +181,8 @@ cat >"$work/exportnone.sbatch" <<SCRIPT
 exec "$atoll" launch "$work/tiny.yaml" --slurm --max-restarts 2 --set run.dir="$work/exportnone" \
   --set data.train="$work/none.bin"
 SCRIPT
-sbatch --parsable --wait --ntasks=2 --chdir="$work" --output="$work/exportnone.out" "$work/exportnone.sbatch" \
-  >/dev/null 2>"$work/sbatch.err"
-status=$?
+status=$(slurm_job_exit "$(sbatch --parsable --ntasks=2 --chdir="$work" --output="$work/exportnone.out" \
+  "$work/exportnone.sbatch" 2>"$work/sbatch.err")")
 records=$(cd "$work/exportnone/logs" 2>/dev/null && ls -- *.exit 2>/dev/null | sed 's/^rank-[0-9]*\.//' | sort -u | paste -sd' ')
 if [[ $status -eq $EXIT_BAD_INPUT && $records == attempt-*.0.exit ]] \
     && [[ $(cat "$work/exportnone/logs/"rank-*.exit | grep -c " code 2 time .* attempt [^ ]*\.0$") -eq 2 ]] \
@@ -200,13 +203,13 @@ island_config "$work/islands.yaml"
 two_islands=(--set parallel.islands=2 --set train.global_batch=4)
 "$atoll" launch "$work/islands.yaml" --mpirun "${two_islands[@]}" >"$work/islands-single.log" 2>&1
 start_rendezvous "$atoll" "$work/rendezvous.log"
-jobs=()
+ids=()
 for island in 0 1; do
-  job_config=$work/islands.yaml sbatch_launch "island-$island" --wait --ntasks=1 -- "${two_islands[@]}" --set outer.island=$island \
-    --set outer.rendezvous="127.0.0.1:$port" >/dev/null 2>&1 &
-  jobs+=($!)
+  ids+=("$(job_config=$work/islands.yaml sbatch_launch "island-$island" --ntasks=1 -- "${two_islands[@]}" \
+    --set outer.island=$island --set outer.rendezvous="127.0.0.1:$port" 2>/dev/null)")
 done
-wait_for_jobs
+statuses=()
+for id in "${ids[@]}"; do statuses+=("$(slurm_job_exit "$id")"); done
 kill "$rendezvous" 2>/dev/null
 validation() { grep '"val_loss' "$1"; }
 if [[ ${statuses[*]} == "0 0" ]] && same_run "$work/single/metrics.jsonl" "$work/island-0/metrics.jsonl" "$work/islands.diff"; then

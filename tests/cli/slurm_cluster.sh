@@ -99,3 +99,20 @@ trap 'stop_slurm_cluster; if [[ -n ${KEEP_WORK:-} ]]; then echo "kept $work"; el
 
 # slurm_job_state JOBID: its state as the controller last saw it (empty once forgotten)
 slurm_job_state() { "${slurm_client[@]}" squeue -h -j "$1" -o %T 2>/dev/null; }
+
+# slurm_job_exit JOBID: waits until the job has left the queue (at most 120 s), then prints its exit
+# status as `sbatch --wait` gives it: the batch script's code, 128 + N when signal N ended it, empty
+# if unknown. Not `sbatch --wait` itself: it looks at the job 2, 10 and 42 s after submitting it and
+# then every 32 s, so a job of 12 s kept the test waiting 42.
+slurm_job_exit() {
+  local _ code signal
+  [[ -n $1 ]] || return  # (sbatch failed: scontrol show job "" would show every job)
+  for _ in $(seq 1 1200); do
+    [[ -z $(slurm_job_state "$1") ]] && break
+    sleep 0.1
+  done
+  IFS=: read -r code signal < <("${slurm_client[@]}" scontrol show job "$1" 2>/dev/null |
+    grep -o ' ExitCode=[0-9]*:[0-9]*' | head -1 | cut -d= -f2)
+  [[ -z $code ]] && return
+  ((signal > 0)) && echo $((128 + signal)) || echo "$code"
+}
