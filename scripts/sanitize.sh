@@ -31,8 +31,8 @@ case $mode in
     # The tests that run Atoll's threads: unit (the data preparation pool, the flight recorder,
     # the outer optimizers' delayed exchange), checkpoints (async saver, and the watchdog in every
     # trainer run), pipeline parity (background progress), islands in one world (delayed exchange)
-    # and as processes (lease heartbeat, Gloo), and cli_operations (the watchdog catching a hang).
-    select=(-R '^(unit|test_checkpoint_np2|test_pipeline_parity_np2|test_islands_np2|test_island_lease|test_gloo_communicator|test_island_rendezvous|cli_operations)$')
+    # and as processes (lease heartbeat, Gloo), and cli_operations* (the watchdog catching a hang).
+    select=(-R '^(unit|test_checkpoint_np2|test_pipeline_parity_np2|test_islands_np2|test_island_lease|test_gloo_communicator|test_island_rendezvous|cli_operations.*)$')
     build_targets=(--target atoll --target atoll_unit_tests --target test_checkpoint --target test_pipeline_parity
       --target test_islands --target test_island_lease --target test_gloo_communicator --target test_island_rendezvous)
     ;;

@@ -2,23 +2,29 @@
 # Operations end to end, with real processes, signals and files (issue: launcher, restarts,
 # preemption, watchdog, non-finite steps, TensorBoard):
 #   restart    kill -9 of one rank at a random step under --max-restarts 2: the job completes, and its
-#              final checkpoint equals an uninterrupted run's bit for bit
+#              final checkpoint equals an uninterrupted run's bit for bit; TensorBoard files of the
+#              restarted run parse back (CRCs) and equal metrics.jsonl, atoll report sums it up, and a
+#              damaged record is named
 #   preempt    SIGTERM to the launcher mid-run: exit 0, a committed checkpoint of the step reached, and
 #              a relaunch (resume: auto) continues from it to the same final state
+#   insist     a second SIGTERM to the launcher 1.5 s after the first kills at once
 #   stale      exit records of another attempt, and one of this attempt from a clock 100 s behind,
 #              written into a healthy job's logs/: the job is not ended, and ends 0 when preempted
-#   deaf       an mpirun that does not end its ranks, ranks deaf to SIGTERM and a failure on record:
-#              the launcher ends the attempt and no old rank is alive when it relaunches; it exits
-#              with the recorded rank's code
+#   deaf       an mpirun that does not end its ranks, hung ranks and a failure on record:
+#              the launcher ends the attempt and no old rank is alive when it relaunches
+#   deafexit   the same without a restart: it exits with the recorded rank's code, no rank left alive
 #   watchdog   a rank that skips its collectives: every rank exits within 2x comm.timeout_s, each
 #              dumps its flight records, and rank 0 names the laggard
 #   nonfinite  NaN gradients at step 3: skip drops exactly that update; stop commits step 2 and exits 3
-#   report     TensorBoard files parse back (CRCs) and equal metrics.jsonl; atoll report sums it up
-#   plain-log  plain `mpirun ... atoll train | file` holds no carriage return or escape code
+#   launchers  the --hostfile and Slurm command lines, and --hostfile for real
+#   plainlog   plain `mpirun ... atoll train | file` holds no carriage return or escape code
+# OPS_SCENARIOS picks the cases (default all); CTest runs them as several entries of under a minute
+# (tests/CMakeLists.txt).
 # Usage: operations.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
+wants() { [[ " ${OPS_SCENARIOS:-restart preempt insist stale deaf deafexit watchdog nonfinite launchers plainlog} " == *" $1 "* ]]; }
 
 make_corpus "$atoll" "$work/data"
 cat >"$work/ops.yaml" <<YAML
@@ -32,10 +38,13 @@ checkpoint: { every: 10, keep: 2 }
 comm:       { timeout_s: 3 }
 YAML
 
+if wants restart || wants preempt; then
 # The reference: the same job, uninterrupted.
 timeout 300 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/ref" >"$work/ref.log" 2>&1
 [[ $? -eq 0 && -d $work/ref/checkpoints/step-300 ]] && check ok "reference run" || check fail "reference run" "$work/ref.log"
+fi
 
+if wants restart; then
 # restart: one rank killed with SIGKILL once the job is past a random step. The step and the rank
 # come from a seed the result line names (OPS_SEED=N reruns the same choice). The step is at most
 # 129 of 300: a step takes ~1.5 ms here, so at least 170 are left for the poll below to act in.
@@ -56,7 +65,9 @@ if [[ $status -eq 0 ]] && grep -q "was killed by signal 9 (SIGKILL)" "$work/rest
 else
   check fail "restart (exit $status, kill past step $kill_at, OPS_SEED=$seed)" "$work/restart.log"
 fi
+fi
 
+if wants preempt; then
 # preempt: SIGTERM to the launcher; then resume to the end.
 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/preempt" >"$work/preempt.log" 2>&1 &
 job=$!
@@ -80,7 +91,9 @@ if [[ $? -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached" "$w
 else
   check fail "preempt: resume" "$work/resume.log"
 fi
+fi
 
+if wants insist; then
 # preempt, insisting: a second SIGTERM to the launcher later than 1 s after the first kills at once
 # (runtime/preemption.cpp: the same signal within 1 s is the same request). One rank is held with
 # SIGSTOP past step 20, so the other cannot finish the step the first request asks for; 1.5 s later
@@ -107,6 +120,7 @@ else
   check fail "preempt: second SIGTERM (exit $status, $killed rank killed by SIGUSR1, $took s)" "$work/insist.log"
 fi
 kill -KILL "$held" 2>/dev/null
+fi
 
 # alive PID...: whether any of the processes lives (a zombie does not).
 alive() {
@@ -118,6 +132,33 @@ alive() {
   return 1
 }
 
+# deaf_job NAME MAX_RESTARTS: `atoll launch` of ranks that ignore SIGTERM
+# (ATOLL_FAULT=ignore_sigterm) into $work/NAME, in the background ($job).
+deaf_job() {
+  ATOLL_FAULT=ignore_sigterm "$atoll" launch "$work/ops.yaml" --set run.dir="$work/$1" --set train.steps=1000000 \
+    --set train.log_every=100000 --set checkpoint.every=500 --set comm.timeout_s=600 --max-restarts "$2" >"$work/$1.log" 2>&1 &
+  job=$!
+}
+# attempt_started NAME N: waits until attempt N of job NAME has started and both its ranks recorded
+# their processes; sets $attempt and $old (each rank's supervisor and trainer pids, rank 0's first).
+attempt_started() {
+  until [[ $(grep -c '"event":"start"' "$work/$1/metrics.jsonl" 2>/dev/null) -gt $2 && \
+           $(cat "$work/$1/logs/"rank-*.attempt-*.$2.pids 2>/dev/null | grep -c "^rank [01] attempt [^ ]*\.$2 ") -eq 2 ]] \
+        || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+  attempt=$(cat "$work/$1/logs/"rank-0.attempt-*.$2.pids 2>/dev/null | awk '{ print $4 }')
+  mapfile -t old < <(cat "$work/$1/logs/"rank-*.attempt-*.$2.pids 2>/dev/null | awk '{ print $8; print $12 }')
+}
+# hang_with_failure NAME: job NAME's mpirun held with SIGSTOP, as one waiting on a node it cannot
+# reach, its ranks hung as well (SIGSTOP: a running Open MPI rank ends by itself within seconds of
+# its mpirun's end, and would hide whether the launcher ends it), and rank 1's exit 4 on record for
+# the attempt, as a partitioned node's watchdog leaves it.
+hang_with_failure() {
+  kill -STOP "$(pgrep -P $job)" "${old[1]:-}" "${old[3]:-}"
+  printf 'rank 1 pid %s host %s code 4 time %s attempt %s\n' "${old[3]:-0}" "$(hostname)" "$(date +%s)" "$attempt" \
+    >"$work/$1/logs/rank-1.attempt-$attempt.exit"
+}
+
+if wants stale; then
 # stale: past step 20 of a healthy job, exit records land in its logs/ that are not this attempt's
 # failures -- one of another attempt (a rank of the previous attempt that ended late, or a
 # partitioned node's write reaching the shared filesystem after the relaunch), one without an
@@ -148,42 +189,59 @@ if [[ $status -eq 0 && -n $attempt && $skewed == running ]] && grep -q "preempte
 else
   check fail "stale (exit $status, attempt '$attempt', $skewed 3 s after the skewed record)" "$work/stale.log"
 fi
-
-# deaf: an mpirun that does not end its ranks (held with SIGSTOP, as one waiting on a node it cannot
-# reach), ranks that ignore SIGTERM (ATOLL_FAULT=ignore_sigterm) and a failure of this attempt on
-# record (rank 1's exit 4, as a partitioned node's watchdog leaves it). 20 s after it read the record
-# the launcher ends the attempt: SIGTERM, then 5 s later SIGKILL to mpirun and to every rank's
-# process group. When it says "restart 1 of 1" no process of the first attempt may be alive (its
-# ranks and their supervisors, from their rank-N.pids); the relaunch fails the same way, and the
-# launcher exits 4, the recorded rank's code, not the 137 of the mpirun it killed.
-ATOLL_FAULT=ignore_sigterm "$atoll" launch "$work/ops.yaml" --set run.dir="$work/deaf" --set train.steps=1000000 \
-  --set train.log_every=100000 --set checkpoint.every=500 --set comm.timeout_s=600 --max-restarts 1 >"$work/deaf.log" 2>&1 &
-job=$!
-left=""
-for round in 0 1; do
-  until [[ $(grep -c '"event":"start"' "$work/deaf/metrics.jsonl" 2>/dev/null) -gt $round && \
-           $(cat "$work/deaf/logs/"rank-*.attempt-*.$round.pids 2>/dev/null | grep -c "^rank [01] attempt [^ ]*\.$round ") -eq 2 ]] \
-        || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
-  attempt=$(cat "$work/deaf/logs/"rank-0.attempt-*.$round.pids 2>/dev/null | awk '{ print $4 }')
-  mapfile -t old < <(cat "$work/deaf/logs/"rank-*.attempt-*.$round.pids 2>/dev/null | awk '{ print $8; print $12 }')
-  kill -STOP "$(pgrep -P $job)"
-  printf 'rank 1 pid %s host %s code 4 time %s attempt %s\n' "${old[3]:-0}" "$(hostname)" "$(date +%s)" "$attempt" \
-    >"$work/deaf/logs/rank-1.attempt-$attempt.exit"
-  if [[ $round -eq 0 ]]; then
-    until grep -q "restart 1 of 1" "$work/deaf.log" || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
-  else
-    wait $job
-    status=$?
-  fi
-  alive "${old[@]}" && left+=" round $round: ${old[*]}"
-done
-if [[ $status -eq $EXIT_HANG && -z $left ]] && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deaf.log" \
-    && grep -q "restart 1 of 1" "$work/deaf.log" && grep -q "giving up after 1 restart(s)" "$work/deaf.log"; then
-  check ok "deaf: mpirun held, ranks deaf to SIGTERM: each attempt ended with no rank left alive before the relaunch; exit 4 (the recorded rank's), not mpirun's 137"
-else
-  check fail "deaf (exit $status, alive:${left:- none})" "$work/deaf.log"
 fi
 
+if wants deaf; then
+# deaf: mpirun and its ranks held (hang_with_failure), the ranks deaf to SIGTERM as well, and a
+# failure of this attempt on record, under --max-restarts 1. 20 s after it read the record the launcher ends the attempt:
+# SIGTERM, then 5 s later SIGKILL to mpirun and to every rank's process group. When it says "restart
+# 1 of 1" no process of the first attempt may be alive (its ranks and their supervisors, from their
+# rank-N.attempt-A.pids). The relaunch has nothing more to prove and is ended sooner: kill -9 of one
+# of its ranks, over which mpirun ends the job; the launcher names it, gives up after its one restart
+# and exits 137 with no process of that attempt alive either.
+deaf_job deaf 1
+left=""
+attempt_started deaf 0
+hang_with_failure deaf
+until grep -q "restart 1 of 1" "$work/deaf.log" || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
+alive "${old[@]}" && left+=" attempt 0: ${old[*]}"
+attempt_started deaf 1
+victim=${old[3]:-}
+[[ -n $victim ]] && kill -9 "$victim"
+wait $job
+status=$?
+alive "${old[@]}" && left+=" attempt 1: ${old[*]}"
+if [[ -n $victim && $status -eq $EXIT_SIGKILL && -z $left ]] \
+    && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deaf.log" \
+    && grep -q "restart 1 of 1" "$work/deaf.log" && grep -q "rank 1 (pid $victim on .*) was killed by signal 9" "$work/deaf.log" \
+    && grep -q "giving up after 1 restart(s)" "$work/deaf.log"; then
+  check ok "deaf: mpirun and ranks held: the attempt ended and no rank of it alive when the launcher relaunched; the relaunch's kill -9 named, given up, no rank left"
+else
+  check fail "deaf (exit $status, victim '$victim', alive:${left:- none})" "$work/deaf.log"
+fi
+fi
+
+if wants deafexit; then
+# deafexit: the same held mpirun and ranks and failure on record without a restart: the launcher
+# ends the attempt 20 s after it read the record, leaves no process of it alive, and exits 4, the
+# recorded rank's code, not the 137 of the mpirun it killed.
+deaf_job deafexit 0
+attempt_started deafexit 0
+hang_with_failure deafexit
+wait $job
+status=$?
+left=""
+alive "${old[@]}" && left=" ${old[*]}"
+if [[ $status -eq $EXIT_HANG && -z $left ]] \
+    && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deafexit.log" \
+    && grep -q "the job failed: rank 1 (pid ${old[3]:-} on .*) exited with code 4" "$work/deafexit.log"; then
+  check ok "deafexit: mpirun and ranks held: the attempt ended with no rank left alive; exit 4 (the recorded rank's), not mpirun's 137"
+else
+  check fail "deafexit (exit $status, alive:${left:- none})" "$work/deafexit.log"
+fi
+fi
+
+if wants watchdog; then
 # watchdog: rank 1 of 4 skips the collectives of step 4 (comm.timeout_s = 3).
 start=$(date +%s.%N)
 ATOLL_FAULT=skip_collective@1:4 timeout 60 mpirun --oversubscribe -np 4 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" \
@@ -201,7 +259,9 @@ if [[ $status -eq $EXIT_HANG && $dumps -eq 4 && -n $waited ]] && grep -q "rank 1
 else
   check fail "watchdog (exit $status, $dumps dumps, waited '$waited', $(awk -v a="$hang_began" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s)" "$work/hang.log"
 fi
+fi
 
+if wants nonfinite; then
 # nonfinite: skip.
 ATOLL_FAULT=nan_gradient@3 timeout 120 mpirun --oversubscribe -np 2 -x ATOLL_FAULT "$atoll" train "$work/ops.yaml" --set run.dir="$work/skip" \
   --set train.steps=5 --set checkpoint.every=1 --set checkpoint.keep=9 --set train.on_nonfinite=skip >"$work/skip.log" 2>&1
@@ -227,7 +287,9 @@ if [[ $status -eq $EXIT_NONFINITE && $(grep -c "non-finite loss or gradient .*co
 else
   check fail "nonfinite stop (exit $status)" "$work/stop.log"
 fi
+fi
 
+if wants restart; then
 # report and TensorBoard, on the restarted run (two event files, replayed steps).
 "$atoll" report "$work/restart" >"$work/report.log" 2>&1
 if [[ $? -eq 0 ]] && grep -q "every record's CRCs verified; train/loss equals metrics.jsonl at all 300 steps" "$work/report.log" \
@@ -245,7 +307,9 @@ if [[ $? -eq 1 ]] && grep -q "bad .*CRC" "$work/report_bad.log"; then
 else
   check fail "report: damaged TensorBoard file" "$work/report_bad.log"
 fi
+fi
 
+if wants launchers; then
 # Launcher modes, printed without running: a hostfile, and Slurm inside an allocation.
 echo "localhost slots=4" >"$work/hosts"
 if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise --attempt [0-9]*-[0-9]*\.0 $work/run -- .* train" \
@@ -263,7 +327,9 @@ if [[ $? -eq 0 && -s $work/hostfile/logs/rank-0.log ]] && grep -q "^step *4/4" "
 else
   check fail "launch --hostfile" "$work/hostfile.log"
 fi
+fi
 
+if wants plainlog; then
 # plain-log: plain `mpirun ... atoll train | tee` writes no terminal control codes into the file,
 # although Open MPI gives each rank a pseudo-terminal for its stdout; `atoll launch` on a terminal
 # asks for the bar with ATOLL_PROGRESS=bar, and a rank draws one only then.
@@ -275,6 +341,7 @@ if [[ $status -eq 0 && $controls -eq 0 ]] && grep -q "step    12/12" "$work/plai
   check ok "plain-log: mpirun | file holds progress lines and no carriage return or escape code"
 else
   check fail "plain-log (exit $status, $controls lines with control codes)" "$work/plain.log"
+fi
 fi
 
 finish

@@ -3,15 +3,22 @@
 # DP, islands with DiLoCo, PP and ZeRO-3 train and write their metrics; a relaunch resumes bit for
 # bit; a rank killed at each phase of a save leaves the previous checkpoint committed; retention;
 # `ckpt inspect`, `ckpt export` and a run started from the export; `atoll plan`. (The bad inputs are
-# tests/cli/bad_input.sh.)
+# tests/cli/bad_input.sh.) RUNS_SCENARIOS picks the cases (default all; CTest runs them as three
+# entries, tests/CMakeLists.txt):
+#   launch       a DP run, what the console says of it, the same run profiled, PP=2, ZeRO-3, atoll plan
+#   islands      two islands with DiLoCo, and `ckpt export` of phi mid-round
+#   checkpoints  resume across a real exit, a relaunch of a finished run, retention, inspect, export
+#   crash        a rank killed at each phase of a save
 # Usage: runs.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
 source "$(dirname "$0")/lib.sh"
+wants() { [[ " ${RUNS_SCENARIOS:-launch islands checkpoints crash} " == *" $1 "* ]]; }
 
 make_corpus "$atoll" "$work/data"
 tiny_config "$work/tiny.yaml"
 
+if wants launch; then
 # A good run through `atoll launch`: progress lines, validation, metrics.jsonl, and run.device auto
 # saying once that it trains on the CPU (GPUs hidden, so the test means the same on a GPU machine).
 # (DP = 2 here; the pipeline run below checks PP = 2.)
@@ -70,7 +77,9 @@ if [[ -z $problem ]]; then
 else
   check fail "launch: profiled run: $problem" "$work/profiled.log"
 fi
+fi
 
+if wants islands; then
 # Two islands of one rank with DiLoCo (H = 3, int8 exchange): outer bytes in every step record,
 # phi evaluated beside island 0's theta, a checkpoint whose tensors name their island, and
 # `ckpt export` writing phi.
@@ -99,7 +108,9 @@ if python3 -c 'import sys; t, p, e = map(float, sys.argv[1:]); sys.exit(not (abs
 else
   check fail "ckpt export mid-round / atoll eval (theta $theta4, phi $phi4, eval of the export '$eval4')" "$work/eval4.log"
 fi
+fi
 
+if wants launch; then
 # A 2-stage pipeline (1F1B, 2 microbatches, one layer per stage) trains and reports its bubble.
 timeout 120 "$atoll" launch "$work/tiny.yaml" --set model.layers=2 --set parallel.dp=1 --set parallel.pp=2 \
   --set parallel.microbatches=2 --set run.dir="$work/pp" >"$work/pp.log" 2>&1
@@ -119,7 +130,9 @@ if [[ $? -eq 0 && $(grep -c '"optimizer_bytes"' "$work/zero3/metrics.jsonl") -eq
 else
   check fail "launch: ZeRO-3 run"; sed 's/^/    /' "$work/zero3.log" | tail -20
 fi
+fi
 
+if wants checkpoints; then
 # Checkpoints across real process exits: 6 steps saving every 3, then a relaunch to 9 resumes from
 # step 6 and logs the same losses as 9 steps straight (constant LR, so the first run's schedule is
 # the second's).
@@ -149,8 +162,10 @@ if [[ $resumed -eq 0 ]] && grep -q "resumed from $work/ckpt/checkpoints/step-6 a
 else
   check fail "resume"; sed 's/^/    /' "$work/ckpt2.log" | tail -20
 fi
+fi
 
 
+if wants crash; then
 # A rank killed at each phase of a save (ATOLL_CHECKPOINT_FAULT) leaves the previous checkpoint
 # committed and chosen: the relaunch resumes from step 2, removes the leftover .partial directory,
 # and commits step 4 itself. The four phases run side by side (each in its own run directory).
@@ -182,7 +197,9 @@ for fault in "${faults[@]}"; do
     sed 's/^/    /' "$dir.resume.log" | grep -v '^    |' | tail -5
   fi
 done
+fi
 
+if wants checkpoints; then
 # Retention: the newest 2, plus every multiple of 3.
 timeout 120 "$atoll" launch "$work/tiny.yaml" --set checkpoint.every=1 --set checkpoint.keep=2 \
   --set checkpoint.keep_every=3 --set run.dir="$work/retention" >"$work/retention.log" 2>&1
@@ -212,12 +229,15 @@ sys.exit(c["architectures"] != ["LlamaForCausalLM"] or c["num_hidden_layers"] !=
 else
   check fail "ckpt export / init_from"; sed 's/^/    /' "$work/export.log" "$work/from_export.log" | tail -10
 fi
+fi
 
+if wants launch; then
 # atoll plan: no MPI; the layout it prints, and a rank count that does not fit the layout.
 if "$atoll" plan "$work/tiny.yaml" >"$work/plan.log" 2>&1 && grep -q "^plan: 2 ranks = islands 1 x pp 1 x dp 2 x tp 1" "$work/plan.log"; then
   check ok "plan: prints the layout's per-rank memory and traffic"
 else
   check fail "plan"; sed 's/^/    /' "$work/plan.log" | head -20
+fi
 fi
 
 finish

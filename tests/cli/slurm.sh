@@ -7,6 +7,8 @@
 #   - preemption through Slurm: `scancel --signal=TERM` reaches the ranks themselves (srun passes it
 #     to every task); each finishes its step, one checkpoint is committed, the job ends 0; the job
 #     submitted again resumes from it and ends bit for bit where an uninterrupted run ends;
+#   - preemption through the batch shell (`scancel --batch`, as `--signal=B:TERM` sends it): atoll
+#     launch passes it through srun as SIGUSR1, one checkpoint is committed, the job ends 0;
 #   - a rank killed with kill -9 under srun --kill-on-bad-exit=1: the launcher relaunches through srun from the last checkpoint
 #     (--max-restarts), and the job ends bit for bit where an uninterrupted run ends;
 #   - bad input found by the ranks (a missing data file) in a job submitted with `--export=NONE`,
@@ -15,8 +17,8 @@
 #     not relaunch despite --max-restarts 2, exit 2;
 #   - two island jobs as two allocations meeting at an `atoll rendezvous`: bitwise the single-world run;
 #   - a Slurm without the pmix plugin: one line naming what srun offers, exit 2.
-# SLURM_SCENARIOS picks the cases (default all: parity preempt restart exportnone islands nopmix);
-# CTest runs them as two entries of under a minute, each with a cluster of its own.
+# SLURM_SCENARIOS picks the cases (default all: parity preempt preemptbatch restart exportnone islands
+# nopmix); CTest runs them as four entries of under a minute, each with a cluster of its own.
 # Usage: slurm.sh ATOLL
 set -u
 atoll=$(realpath "$1")
@@ -44,7 +46,7 @@ sbatch_launch() {
     "$examples/slurm/train_cpu.sbatch" "${job_config:-$work/tiny.yaml}" --set run.dir="$work/$name" "$@"
 }
 
-wants() { [[ " ${SLURM_SCENARIOS:-parity preempt restart exportnone islands nopmix} " == *" $1 "* ]]; }
+wants() { [[ " ${SLURM_SCENARIOS:-parity preempt preemptbatch restart exportnone islands nopmix} " == *" $1 "* ]]; }
 
 if wants parity; then
 # 4 ranks, checkpoints at steps 4, 8 and 12: bitwise the job under mpirun.
@@ -131,6 +133,9 @@ if [[ $status -eq 0 ]] && grep -q "resumed from .*step-$reached at step $reached
 else
   check fail "the resubmitted job (exit $status)" "$work/preempt.out"
 fi
+fi
+
+if wants preemptbatch; then
 # Preemption as the job script's `#SBATCH --signal=B:TERM@120` sends it: SIGTERM to the batch shell
 # alone, which `exec` made atoll launch; it says so and passes it to srun as SIGUSR1 (srun's step
 # would end at once on a SIGTERM), which srun passes to the ranks.
