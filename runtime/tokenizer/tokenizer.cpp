@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "runtime/tokenizer/sentencepiece_tokenizer.h"
+#include "runtime/tokenizer/tiktoken_bpe.h"
 
 namespace atl::runtime {
 namespace {
@@ -27,6 +28,11 @@ class ByteTokenizer final : public Tokenizer {
   std::string serialized() const override { return ""; }
 };
 
+std::unique_ptr<Tokenizer> model_tokenizer(const std::string& serialized, const std::string& source) {
+  if (TiktokenBpe::recognizes(serialized)) return std::make_unique<TiktokenBpe>(serialized, source);
+  return std::make_unique<SentencePieceTokenizer>(serialized, source);
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> byte_tokenizer() {
@@ -35,7 +41,7 @@ std::unique_ptr<Tokenizer> byte_tokenizer() {
 
 std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serialized) {
   if (serialized.empty()) return byte_tokenizer();
-  return std::make_unique<SentencePieceTokenizer>(serialized, "the checkpoint's tokenizer");
+  return model_tokenizer(serialized, "the checkpoint's tokenizer");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
@@ -44,9 +50,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   if (!in)
     throw std::invalid_argument(
         "data.tokenizer: " + spec +
-        " cannot be read; pass a SentencePiece model (atoll tokenizer train) or bytes");
+        " cannot be read; pass a SentencePiece model (atoll tokenizer train), Llama 3's tokenizer.model or "
+        "bytes");
   const std::string serialized{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return std::make_unique<SentencePieceTokenizer>(serialized, spec);
+  return model_tokenizer(serialized, spec);
 }
 
 }  // namespace atl::runtime

@@ -1,6 +1,7 @@
-// Text <-> token ids: the byte-level tokenizer (token = byte value, vocab 256) or a SentencePiece
-// model (subwords with byte fallback, Llama-style, `atoll tokenizer train`). A checkpoint carries
-// the model it was trained with (its serialized form), so sampling and export need nothing else.
+// Text <-> token ids: the byte-level tokenizer (token = byte value, vocab 256), a SentencePiece
+// model (subwords with byte fallback, Llama-style, `atoll tokenizer train`) or Llama 3's tiktoken BPE
+// (tiktoken_bpe.h). A checkpoint carries the model it was trained with (its serialized form), so
+// sampling and export need nothing else.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ class Tokenizer {
   // Bytes of text token `id` stands for (bits per byte: a loss in nats per token over bytes);
   // control tokens (bos, eos) stand for none.
   virtual int byte_length(uint32_t id) const = 0;
-  // "bytes" or "sentencepiece (vocab N)".
+  // "bytes", "sentencepiece (vocab N)" or "tiktoken BPE, Llama 3 (vocab N)".
   virtual std::string description() const = 0;
   // The model as bytes, for the checkpoint's manifest; empty for the byte-level tokenizer.
   virtual std::string serialized() const = 0;
@@ -30,11 +31,12 @@ class Tokenizer {
 
 // The byte-level tokenizer.
 std::unique_ptr<Tokenizer> byte_tokenizer();
-// The tokenizer of a serialized SentencePiece model, or the byte-level one for "".
-// std::invalid_argument if the bytes are not a SentencePiece model.
+// The tokenizer of a serialized model (SentencePiece or tiktoken BPE, told apart by content), or the
+// byte-level one for "". std::invalid_argument if the bytes are neither.
 std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serialized);
-// data.tokenizer's value: "bytes", or the path of a SentencePiece .model file. std::invalid_argument
-// naming the file for a missing or malformed model.
+// data.tokenizer's value: "bytes", or the path of a SentencePiece .model file or of Llama 3's tiktoken
+// tokenizer.model (told apart by content). std::invalid_argument naming the file for a missing or
+// malformed model.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 constexpr const char* kByteTokenizer = "bytes";
 

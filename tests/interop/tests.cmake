@@ -17,3 +17,12 @@ add_test(NAME interop_transformers
                  $<TARGET_FILE:atoll_logits> ${ATOLL_TORCH_PYTHON})
 set_tests_properties(interop_transformers PROPERTIES TIMEOUT 900 PROCESSORS 2
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1;TRANSFORMERS_VERBOSITY=warning")
+
+# Llama 3's tokenizer (runtime/tokenizer/tiktoken_bpe.h) id for id against tiktoken with Meta's own
+# tokenizer.model, split pattern and special tokens (the llama-models package), on hard cases, every
+# code point and ~1 MB of English; decoding round-trips; text that is not UTF-8 is refused.
+atoll_add_executable(atoll_tokenize SOURCES interop/atoll_tokenize.cpp DEPS atoll_tokenizer)
+add_test(NAME interop_tiktoken
+         COMMAND ${ATOLL_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/tiktoken_check.py
+                 $<TARGET_FILE:atoll_tokenize>)
+set_tests_properties(interop_tiktoken PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
