@@ -20,7 +20,7 @@ set_tests_properties(interop_transformers PROPERTIES TIMEOUT 900 PROCESSORS 2
 
 # Llama 3's tokenizer (runtime/tokenizer/tiktoken_bpe.h) id for id against tiktoken with Meta's own
 # tokenizer.model, split pattern and special tokens (the llama-models package), on hard cases, every
-# code point and ~1 MB of English; decoding round-trips; text that is not UTF-8 is refused.
+# code point and ~1.7 MB of English; decoding round-trips; text that is not UTF-8 is refused.
 atoll_add_executable(atoll_tokenize SOURCES interop/atoll_tokenize.cpp DEPS atoll_tokenizer)
 add_test(NAME interop_tiktoken
          COMMAND ${ATOLL_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/tiktoken_check.py

@@ -2,12 +2,13 @@
 tokenizer.py in llama-models builds it (its tokenizer.model, split pattern and special tokens),
 encoding as Meta's Tokenizer.encode does by default (text spelling a special token is ordinary
 text). Encodes a hard-case corpus, every code point in contexts that expose its Unicode class, and
-~1 MB of real English with both; requires equal ids, Atoll's decode to give the text back (checked
+~1.7 MB of real English with both; requires equal ids, Atoll's decode to give the text back (checked
 by the tool) and bos/eos/vocab as Meta's. Text that is not UTF-8 has no str for tiktoken to encode:
 Atoll must refuse exactly those documents.
 usage: tiktoken_check.py ATOLL_TOKENIZE_BIN
 """
 
+import ast
 import glob
 import os
 import struct
@@ -78,15 +79,20 @@ def every_code_point_probes():
 
 
 def english_text():
-    """~1 MB of real English: Python's reference topics (pydoc_data) and Debian's common licenses."""
+    """~1.7 MB of real English: Python's reference topics (pydoc_data), the docstrings of Python's
+    standard modules (both from Debian's libpython3.11-stdlib) and Debian's common licenses."""
     parts = [topics[k] for k in sorted(topics)]
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.__file__), "*.py"))):
+        for node in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                parts.append(ast.get_docstring(node, clean=False) or "")
     seen = set()
     for path in sorted(glob.glob("/usr/share/common-licenses/*")):
         real = os.path.realpath(path)
         if real not in seen:
             seen.add(real)
             parts.append(Path(real).read_text(encoding="utf-8"))
-    return "\n\n".join(parts)
+    return "\n\n".join(part for part in parts if part)
 
 
 def main():
