@@ -1,5 +1,5 @@
 """Llama 3's tokenizer: Atoll's encoder (build/bin/bench_tokenizer) against tiktoken's, one thread
-each, on the same ~1.7 MB of English (tests/interop/tiktoken_check.py's: Python's reference topics,
+each, on the same ~1.7 MB of English (tests/interop/tokenizer_corpus.py's: Python's reference topics,
 its standard modules' docstrings and Debian's common licenses) in the same run. Prints both rates in tokens/s and the ratio; never fails
 for being slow, only if the two disagree on the token count.
 usage: .venv/bin/python bench/bench_tokenizer.py [BENCH_BIN=build/bin/bench_tokenizer] [REPEATS=5]
@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "interop"))
-from tiktoken_check import MODEL, english_text  # noqa: E402
+from tiktoken_check import MODEL  # noqa: E402
+from tokenizer_corpus import english_text  # noqa: E402
 from llama_models.llama3.tokenizer import Tokenizer  # noqa: E402
 import tiktoken  # noqa: E402
 
