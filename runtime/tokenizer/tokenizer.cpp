@@ -6,6 +6,7 @@
 
 #include "runtime/tokenizer/sentencepiece_tokenizer.h"
 #include "runtime/tokenizer/tiktoken_bpe.h"
+#include "runtime/tokenizer/tokenizer_json_bpe.h"
 
 namespace atl::runtime {
 namespace {
@@ -30,6 +31,7 @@ class ByteTokenizer final : public Tokenizer {
 
 std::unique_ptr<Tokenizer> model_tokenizer(const std::string& serialized, const std::string& source) {
   if (TiktokenBpe::recognizes(serialized)) return std::make_unique<TiktokenBpe>(serialized, source);
+  if (TokenizerJsonBpe::recognizes(serialized)) return std::make_unique<TokenizerJsonBpe>(serialized, source);
   return std::make_unique<SentencePieceTokenizer>(serialized, source);
 }
 

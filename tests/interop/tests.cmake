@@ -26,3 +26,11 @@ add_test(NAME interop_tiktoken
          COMMAND ${ATOLL_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/tiktoken_check.py
                  $<TARGET_FILE:atoll_tokenize>)
 set_tests_properties(interop_tiktoken PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# A Hugging Face tokenizer.json (runtime/tokenizer/tokenizer_json_bpe.h), written by transformers'
+# converter from the same Llama 3 file, id for id against the tokenizers package on the same corpus.
+add_test(NAME interop_tokenizer_json
+         COMMAND ${ATOLL_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/tokenizer_json_check.py
+                 $<TARGET_FILE:atoll_tokenize>)
+set_tests_properties(interop_tokenizer_json PROPERTIES TIMEOUT 300
+  ENVIRONMENT "OMP_NUM_THREADS=1;RAYON_NUM_THREADS=1;HF_HUB_OFFLINE=1;TRANSFORMERS_VERBOSITY=warning")
