@@ -24,11 +24,7 @@ void put(std::ofstream& out, uint32_t value) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: atoll_tokenize MODEL DOCS IDS\n";
-    return 2;
-  }
+int tokenize(char** argv) {
   const auto loaded = atl::runtime::load_tokenizer(argv[1]);
   const auto tokenizer = atl::runtime::tokenizer_from_serialized(loaded->serialized());
   if (tokenizer->description() != loaded->description()) {
@@ -69,4 +65,17 @@ int main(int argc, char** argv) {
   std::cout << tokenizer->description() << ": " << document << " documents, bos " << tokenizer->bos_id()
             << ", eos " << tokenizer->eos_id() << ", vocab " << tokenizer->vocab_size() << "\n";
   return out ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: atoll_tokenize MODEL DOCS IDS\n";
+    return 2;
+  }
+  try {
+    return tokenize(argv);
+  } catch (const std::exception& e) {
+    std::cerr << "atoll_tokenize: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -1,0 +1,125 @@
+// Hugging Face tokenizer.json in parts: the byte-level alphabet, merging by the merge list, and the
+// Tokenizer over a small file made here with refusals of what it does not read
+// (tests/interop/tokenizer_json_check.py checks Llama 3's converted file id for id against tokenizers).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/tokenizer/byte_level_alphabet.h"
+#include "runtime/tokenizer/merge_list_bpe.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/tokenizer_json_bpe.h"
+
+namespace {
+
+using atl::runtime::MergeListBpe;
+using atl::runtime::TokenizerJsonBpe;
+
+TEST(ByteLevelAlphabet, MapsCharactersBackToBytes) {
+  EXPECT_EQ(atl::runtime::bytes_of_byte_level_text("\xc4\xa0hello\xc4\x8a"), " hello\n");  // Ġ, Ċ
+  EXPECT_EQ(atl::runtime::bytes_of_byte_level_text("\xc4\x80"), std::string(1, '\0'));     // Ā
+  EXPECT_EQ(atl::runtime::bytes_of_byte_level_text("\xc3\xa9"), "\xe9");                   // é: Latin-1 byte
+  EXPECT_EQ(atl::runtime::bytes_of_byte_level_text(" "), std::nullopt) << "a space is not in the alphabet";
+}
+
+std::unordered_map<std::string, uint32_t> byte_vocab() {
+  std::unordered_map<std::string, uint32_t> vocab;
+  for (int b = 0; b < 256; ++b) vocab.emplace(std::string(1, static_cast<char>(b)), b);
+  return vocab;
+}
+
+std::vector<uint32_t> merged(const MergeListBpe& bpe, const std::string& word) {
+  std::vector<uint32_t> ids;
+  bpe.encode(word, ids);
+  return ids;
+}
+
+TEST(MergeListBpe, MergesTheEarliestMergeLeftmostFirst) {
+  auto vocab = byte_vocab();
+  vocab.emplace("aa", 300);
+  vocab.emplace("bc", 301);
+  vocab.emplace("ab", 302);
+  const MergeListBpe bpe(vocab, {{"b", "c"}, {"a", "a"}, {"a", "b"}}, false);
+  EXPECT_EQ(merged(bpe, "aaa"), (std::vector<uint32_t>{300, 'a'}));
+  EXPECT_EQ(merged(bpe, "abcx"), (std::vector<uint32_t>{'a', 301, 'x'}))
+      << "merge 0 (b c) before merge 2 (a b)";
+  EXPECT_THROW(MergeListBpe(vocab, {{"x", "y"}}, false), std::invalid_argument) << "xy is not in the vocab";
+}
+
+// A byte-level tokenizer.json with Llama 3's pre-tokenizer: the 256 bytes, "he", "ll", "hell".
+nlohmann::json small_tokenizer_json() {
+  std::string alphabet[256];
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool itself = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    const char32_t c = itself ? static_cast<char32_t>(b) : static_cast<char32_t>(0x100 + shifted++);
+    alphabet[b] = c < 0x80
+                      ? std::string(1, static_cast<char>(c))
+                      : std::string{static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+  }
+  nlohmann::json vocab;
+  for (int b = 0; b < 256; ++b) vocab[alphabet[b]] = b;
+  vocab["he"] = 256;
+  vocab["ll"] = 257;
+  vocab["hell"] = 258;
+  const std::string pattern =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  return {
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", {"h e", {"l", "l"}, "he ll"}},
+        {"ignore_merges", true}}},
+      {"added_tokens",
+       {{{"id", 259}, {"content", "<|begin_of_text|>"}, {"special", true}},
+        {{"id", 260}, {"content", "<|end_of_text|>"}, {"special", true}}}}};
+}
+
+TEST(TokenizerJsonBpe, EncodesDecodesAndIsCarried) {
+  const std::string file = small_tokenizer_json().dump();
+  const auto tokenizer = atl::runtime::tokenizer_from_serialized(file);
+  EXPECT_EQ(tokenizer->description(), "tokenizer.json byte-level BPE, Llama 3 pre-tokenizer (vocab 261)");
+  EXPECT_EQ(tokenizer->encode("hello hell"), (std::vector<uint32_t>{258, 'o', ' ', 258}));
+  EXPECT_EQ(tokenizer->bos_id(), 259);
+  EXPECT_EQ(tokenizer->eos_id(), 260);
+  EXPECT_EQ(tokenizer->decode({259, 258, 'o', 999}), "<|begin_of_text|>hello");
+  EXPECT_EQ(tokenizer->byte_length(258), 4);
+  EXPECT_EQ(tokenizer->byte_length(259), 0);
+  EXPECT_EQ(tokenizer->encode("<|begin_of_text|>").size(), 17u) << "text spelling a special token is text";
+  EXPECT_EQ(tokenizer->serialized(), file);
+  EXPECT_THROW(tokenizer->encode("\xff"), std::invalid_argument);
+}
+
+TEST(TokenizerJsonBpe, RefusesWhatItDoesNotRead) {
+  const auto refusal = [](const nlohmann::json& j) {
+    try {
+      TokenizerJsonBpe(j.dump(), "tokenizer.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json gpt2 = small_tokenizer_json();
+  gpt2["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  EXPECT_NE(refusal(gpt2).find("not Split then ByteLevel"), std::string::npos);
+  nlohmann::json normalized = small_tokenizer_json();
+  normalized["normalizer"] = {{"type", "NFC"}};
+  EXPECT_NE(refusal(normalized).find("has a normalizer"), std::string::npos);
+  nlohmann::json added = small_tokenizer_json();
+  added["added_tokens"][0]["special"] = false;
+  EXPECT_NE(refusal(added).find("is not special"), std::string::npos);
+  nlohmann::json unigram = small_tokenizer_json();
+  unigram["model"]["type"] = "Unigram";
+  EXPECT_NE(refusal(unigram).find("the model is not BPE"), std::string::npos);
+  EXPECT_THROW(TokenizerJsonBpe("{\"model\": ", "tokenizer.json"), std::invalid_argument);
+}
+
+}  // namespace
