@@ -68,6 +68,14 @@ std::pair<std::string, std::string> merge_pair(const json& merge, const Refusal&
   refuse("a merge is neither \"left right\" nor [left, right]");
 }
 
+// An id below `limit` (the number of tokens the file lists): ids index a table.
+uint32_t token_id(const json& id, size_t limit, const Refusal& refuse) {
+  if (!id.is_number_unsigned() || id.get<uint64_t>() >= limit)
+    refuse("token id " + text::one_line(id.dump()) + " is not below the " + std::to_string(limit) +
+           " tokens listed");
+  return id.get<uint32_t>();
+}
+
 }  // namespace
 
 bool TokenizerJsonBpe::recognizes(std::string_view bytes) {
@@ -94,9 +102,10 @@ TokenizerJsonBpe::TokenizerJsonBpe(std::string json_text, const std::string& sou
     if (!is_null_or(j, "normalizer", json())) refuse("it has a normalizer");
     check_pre_tokenizer(j.at("pre_tokenizer"), refuse);
 
+    const size_t listed = model.at("vocab").size() + j.value("added_tokens", json::array()).size();
     std::unordered_map<std::string, uint32_t> vocab;
     for (const auto& [text, id] : model.at("vocab").items()) {
-      const uint32_t i = id.get<uint32_t>();
+      const uint32_t i = token_id(id, listed, refuse);
       std::string bytes = token_bytes(text, refuse);
       if (i >= token_bytes_.size()) token_bytes_.resize(i + 1), added_.resize(i + 1);
       token_bytes_[i] = bytes;
@@ -114,7 +123,7 @@ TokenizerJsonBpe::TokenizerJsonBpe(std::string json_text, const std::string& sou
       if (!added.value("special", false) || added.value("lstrip", false) || added.value("rstrip", false) ||
           added.value("single_word", false))
         refuse("added token '" + text::one_line(content) + "' is not special or strips spaces");
-      const uint32_t i = added.at("id").get<uint32_t>();
+      const uint32_t i = token_id(added.at("id"), listed, refuse);
       if (i >= token_bytes_.size()) token_bytes_.resize(i + 1), added_.resize(i + 1);
       token_bytes_[i] = content;
       added_[i] = true;

@@ -119,6 +119,12 @@ TEST(TokenizerJsonBpe, RefusesWhatItDoesNotRead) {
   nlohmann::json unigram = small_tokenizer_json();
   unigram["model"]["type"] = "Unigram";
   EXPECT_NE(refusal(unigram).find("the model is not BPE"), std::string::npos);
+  nlohmann::json far_id = small_tokenizer_json();
+  far_id["added_tokens"][0]["id"] = 4000000000u;
+  EXPECT_NE(refusal(far_id).find("token id 4000000000 is not below the 261 tokens listed"),
+            std::string::npos);
+  far_id["added_tokens"][0]["id"] = -1;
+  EXPECT_NE(refusal(far_id).find("token id -1 is not below"), std::string::npos);
   EXPECT_THROW(TokenizerJsonBpe("{\"model\": ", "tokenizer.json"), std::invalid_argument);
 }
 
