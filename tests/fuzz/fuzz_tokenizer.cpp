@@ -1,6 +1,7 @@
-// SentencePiece models as Atoll reads them: data.tokenizer files and the serialized model a
-// checkpoint's manifest carries (tokenizer_from_serialized is the one reader of both). A model that
-// loads must then encode, decode and measure text, or fail with encode's and decode's own error.
+// Tokenizer models as Atoll reads them (SentencePiece, tiktoken rank files, tokenizer.json):
+// data.tokenizer files and the serialized model a checkpoint's manifest carries
+// (tokenizer_from_serialized is the one reader of both). A model that loads must then encode,
+// decode and measure text, or fail with encode's and decode's own error.
 #include <memory>
 #include <string>
 #include <vector>
