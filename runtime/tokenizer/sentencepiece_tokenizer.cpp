@@ -43,7 +43,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& serialized, co
   if (!status.ok())
     throw std::invalid_argument(source + " is not a SentencePiece model (" +
                                 text::one_line(status.ToString()) +
-                                "); train one with atoll tokenizer train");
+                                "); pass a SentencePiece model (atoll tokenizer train), Llama 3's "
+                                "tokenizer.model or a tokenizer.json");
   byte_lengths_.resize(static_cast<size_t>(processor_->GetPieceSize()));
   for (int id = 0; id < processor_->GetPieceSize(); ++id) byte_lengths_[id] = piece_bytes(*processor_, id);
 }
