@@ -1,7 +1,7 @@
 // Text <-> token ids: the byte-level tokenizer (token = byte value, vocab 256), a SentencePiece
-// model (subwords with byte fallback, Llama-style, `atoll tokenizer train`) or Llama 3's tiktoken BPE
-// (tiktoken_bpe.h). A checkpoint carries the model it was trained with (its serialized form), so
-// sampling and export need nothing else.
+// model (subwords with byte fallback, Llama-style, `atoll tokenizer train`), Llama 3's tiktoken BPE
+// (tiktoken_bpe.h) or a Hugging Face tokenizer.json (tokenizer_json_bpe.h). A checkpoint carries the
+// model it was trained with (its serialized form), so sampling and export need nothing else.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ class Tokenizer {
   // Bytes of text token `id` stands for (bits per byte: a loss in nats per token over bytes);
   // control tokens (bos, eos) stand for none.
   virtual int byte_length(uint32_t id) const = 0;
-  // "bytes", "sentencepiece (vocab N)" or "tiktoken BPE, Llama 3 (vocab N)".
+  // "bytes", "sentencepiece (vocab N)", "tiktoken BPE, Llama 3 (vocab N)" or "tokenizer.json ...".
   virtual std::string description() const = 0;
   // The model as bytes, for the checkpoint's manifest; empty for the byte-level tokenizer.
   virtual std::string serialized() const = 0;
@@ -31,12 +31,12 @@ class Tokenizer {
 
 // The byte-level tokenizer.
 std::unique_ptr<Tokenizer> byte_tokenizer();
-// The tokenizer of a serialized model (SentencePiece or tiktoken BPE, told apart by content), or the
-// byte-level one for "". std::invalid_argument if the bytes are neither.
+// The tokenizer of a serialized model (SentencePiece, tiktoken BPE or tokenizer.json, told apart by
+// content), or the byte-level one for "". std::invalid_argument if the bytes are none of them.
 std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serialized);
-// data.tokenizer's value: "bytes", or the path of a SentencePiece .model file or of Llama 3's tiktoken
-// tokenizer.model (told apart by content). std::invalid_argument naming the file for a missing or
-// malformed model.
+// data.tokenizer's value: "bytes", or the path of a SentencePiece .model file, Llama 3's tiktoken
+// tokenizer.model or a tokenizer.json (told apart by content). std::invalid_argument naming the file
+// for a missing or malformed model.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 constexpr const char* kByteTokenizer = "bytes";
 
