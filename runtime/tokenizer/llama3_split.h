@@ -6,8 +6,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/tokenizer/utf8.h"
 
 namespace atl::runtime {
 
@@ -16,5 +21,25 @@ size_t llama3_piece_end(std::string_view text, size_t start);
 
 // All pieces of valid UTF-8 `text`, in order.
 std::vector<std::string_view> llama3_pieces(std::string_view text);
+
+// The ids of `text` through a byte-level BPE behind Llama 3's split: each piece handed to
+// `encode_piece(piece, ids)`, which appends its ids. Text that is not UTF-8 is refused in one line
+// naming `tokenizer` (such bytes have no reference ids: tiktoken and tokenizers take Unicode strings).
+template <typename EncodePiece>
+std::vector<uint32_t> encode_llama3_pieces(const std::string& text, std::string_view tokenizer,
+                                           EncodePiece&& encode_piece) {
+  if (const size_t bad = invalid_utf8_offset(text); bad != std::string::npos)
+    throw std::invalid_argument("tokenizer: the text is not UTF-8 at byte " + std::to_string(bad) + "; " +
+                                std::string(tokenizer) + " encodes Unicode text only");
+  std::vector<uint32_t> ids;
+  ids.reserve(text.size() / 3);
+  const std::string_view view = text;
+  for (size_t start = 0; start < view.size();) {
+    const size_t end = llama3_piece_end(view, start);
+    encode_piece(view.substr(start, end - start), ids);
+    start = end;
+  }
+  return ids;
+}
 
 }  // namespace atl::runtime

@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "runtime/tokenizer/llama3_split.h"
-#include "runtime/tokenizer/utf8.h"
 
 namespace atl::runtime {
 namespace {
@@ -133,18 +132,9 @@ int TiktokenBpe::vocab_size() const {
 }
 
 std::vector<uint32_t> TiktokenBpe::encode(const std::string& text) const {
-  if (const size_t bad = invalid_utf8_offset(text); bad != std::string::npos)
-    throw std::invalid_argument("tokenizer: the text is not UTF-8 at byte " + std::to_string(bad) +
-                                "; Llama 3's tokenizer encodes Unicode text only");
-  std::vector<uint32_t> ids;
-  ids.reserve(text.size() / 3);
-  const std::string_view view = text;
-  for (size_t start = 0; start < view.size();) {
-    const size_t end = llama3_piece_end(view, start);
-    ranks_.encode(view.substr(start, end - start), ids);
-    start = end;
-  }
-  return ids;
+  return encode_llama3_pieces(
+      text, "Llama 3's tokenizer",
+      [this](std::string_view piece, std::vector<uint32_t>& ids) { ranks_.encode(piece, ids); });
 }
 
 std::string TiktokenBpe::decode(const std::vector<uint32_t>& ids) const {

@@ -6,7 +6,6 @@
 
 #include "runtime/tokenizer/byte_level_alphabet.h"
 #include "runtime/tokenizer/llama3_split.h"
-#include "runtime/tokenizer/utf8.h"
 #include "text/one_line.h"
 
 namespace atl::runtime {
@@ -137,18 +136,9 @@ TokenizerJsonBpe::TokenizerJsonBpe(std::string json_text, const std::string& sou
 }
 
 std::vector<uint32_t> TokenizerJsonBpe::encode(const std::string& text) const {
-  if (const size_t bad = invalid_utf8_offset(text); bad != std::string::npos)
-    throw std::invalid_argument("tokenizer: the text is not UTF-8 at byte " + std::to_string(bad) +
-                                "; a tokenizer.json encodes Unicode text only");
-  std::vector<uint32_t> ids;
-  ids.reserve(text.size() / 3);
-  const std::string_view view = text;
-  for (size_t start = 0; start < view.size();) {
-    const size_t end = llama3_piece_end(view, start);
-    bpe_->encode(view.substr(start, end - start), ids);
-    start = end;
-  }
-  return ids;
+  return encode_llama3_pieces(
+      text, "a tokenizer.json",
+      [this](std::string_view piece, std::vector<uint32_t>& ids) { bpe_->encode(piece, ids); });
 }
 
 std::string TokenizerJsonBpe::decode(const std::vector<uint32_t>& ids) const {
