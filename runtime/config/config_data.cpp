@@ -9,7 +9,8 @@ std::vector<Field> data_fields() {
       data("train", &DataConfig::train, "Token shard to train on (atoll data prepare writes it)."),
       data("val", &DataConfig::val, "Token shard of the validation loss."),
       data("tokenizer", &DataConfig::tokenizer,
-           "What the ids mean: bytes, or the SentencePiece model the shards were encoded with."),
+           "What the ids mean: bytes, or the tokenizer the shards were encoded with: a SentencePiece model, "
+           "Llama 3's tokenizer.model or a Hugging Face tokenizer.json (told apart by content)."),
   };
 }
 

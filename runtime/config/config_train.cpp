@@ -30,7 +30,7 @@ std::vector<Field> train_fields() {
       train("precision", &TrainConfig::precision,
             "bf16: bf16 compute with fp32 gradients, master weights and optimizer state; fp8: as bf16, "
             "with the decoder layers' linear products (forward and both gradients) in FP8 on a GPU of "
-            "compute capability 9.0+."),
+            "compute capability 8.9+ (rowwise scaling 9.0+)."),
       train("fp8_scaling", &TrainConfig::fp8_scaling,
             "FP8 scales from each tensor's own maximum: one per tensor (gradients E5M2), or one per row "
             "of each product's operands (gradients E4M3); under train.precision fp8."),
