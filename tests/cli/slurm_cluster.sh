@@ -4,7 +4,10 @@
 # MpiDefault=none (atoll launch --slurm must name the PMI plugin itself). One node, `atoll0`, of 8
 # CPUs on this host (config_overrides: more than the machine has, so 4 ranks fit on 2 cores, as
 # mpirun's --oversubscribe does). Each node's spool, log and TmpFS (where the pmix plugin keeps its
-# per-step directories, which must be node-local) are its own. stop_slurm_cluster runs on every exit path.
+# per-step directories, which must be node-local) are its own, and so are its job ids (FirstJobId from
+# the script's pid): Open MPI names its shared-memory segments in /dev/shm after the PMIx namespace,
+# slurm.pmix.JOBID.STEP, and two clusters' job 1 side by side on one host would share them (their
+# ranks crash in mca_btl_vader_poll_handle_frag). stop_slurm_cluster runs on every exit path.
 # use_slurm_nodes (with tests/cli/nodes.sh) makes it a cluster of several nodes instead: slurmctld in
 # nodes.sh's hub namespace, one slurmd per node namespace (`slurmd -N nodeI`), each node of 8 CPUs.
 slurm_dir=$work/slurm
@@ -66,6 +69,7 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 SlurmdParameters=config_overrides
 KillWait=5
+FirstJobId=$(( ($$ % 60000) * 1000 + 1 ))
 $(for i in "${!slurm_nodes[@]}"; do
   echo "NodeName=${slurm_nodes[i]} NodeHostname=${slurm_hostnames[i]} NodeAddr=${slurm_addresses[i]} CPUs=8 State=UNKNOWN"
 done)
