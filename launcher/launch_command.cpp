@@ -68,8 +68,8 @@ class SessionDirectory {
 };
 
 constexpr const char* kLaunchUsage =
-    "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] [--dry-run] "
-    "[--verbose] "
+    "atoll launch CONFIG [--np N] [--hostfile FILE | --slurm | --mpirun] [--max-restarts N] "
+    "[--failure-grace S] [--dry-run] [--verbose] "
     "[--set key=value]... [-- LAUNCHER_ARGS]";
 
 std::string self_executable() {
@@ -84,6 +84,8 @@ struct LaunchOptions {
   std::string hostfile;
   bool slurm = false, mpirun = false, dry_run = false, verbose = false;
   int max_restarts = 0;
+  // Seconds a job may run on once a rank's failure is on record before the launcher ends it.
+  int failure_grace_s = 20;
   std::vector<std::string> extra;
 };
 
@@ -106,6 +108,8 @@ LaunchOptions parse_options(const Args& rest) {
             " does not exist; give a file of 'host slots=N' lines (Open MPI's format)");
     } else if (a == "--max-restarts") {
       o.max_restarts = non_negative(a, value());
+    } else if (a == "--failure-grace") {
+      o.failure_grace_s = non_negative(a, value());
     } else if (a == "--slurm") {
       o.slurm = true;
     } else if (a == "--mpirun") {
@@ -144,6 +148,8 @@ void print_help() {
       << "               PMI plugin); --mpirun forces mpirun\n"
       << "  --max-restarts N  relaunch a job whose rank died or hung from the last committed checkpoint,\n"
       << "               up to N times (not for bad input or a non-finite stop: those fail again)\n"
+      << "  --failure-grace S  end a job still running S seconds after a rank's failure is on record,\n"
+      << "               as one waiting on a node it cannot reach does (default 20)\n"
       << "  --dry-run    print the command and exit\n"
       << "  --verbose    the whole resolved config and the rank table on the console too (they are\n"
       << "               always in <run.dir>/config.txt and ranks.txt)\n"
@@ -296,23 +302,23 @@ std::vector<RankProcesses> end_leftover_ranks(const std::string& run_dir, const 
 
 // Runs the job and, after a failure a restart may cure, relaunches it from its last committed
 // checkpoint, up to `max_restarts` times. Returns the exit status of `atoll launch`.
-int run_with_restarts(JobCommand command, LaunchMode mode, const std::string& launch_name, int max_restarts) {
+int run_with_restarts(JobCommand command, LaunchMode mode, const std::string& launch_name, int max_restarts,
+                      double failure_grace_s) {
   const std::string& run_dir = command.run_dir;
   const std::string launcher_name = mode == LaunchMode::kSlurm ? "srun" : "mpirun";
   ChildOptions child_options = launcher_child_options(mode);
   // mpirun's job a session directory of its own; srun's ranks (started through PMIx) make none.
   std::optional<SessionDirectory> session_directory;
   if (mode != LaunchMode::kSlurm) session_directory.emplace();
-  // A job still running kStragglerGrace_s after a rank failed is waiting on a node it cannot reach:
+  // A job still running failure_grace_s after a rank failed is waiting on a node it cannot reach:
   // end it (SIGTERM, SIGKILL kEndGrace_s later: mpirun itself gives its ranks 2 s between the two),
   // so that the failure is reported and --max-restarts can act. The exit records are read at most
   // once a second while the job runs, and once after it ended: the order of these reads names the
   // cause.
-  constexpr double kStragglerGrace_s = 20.0;
   constexpr double kEndGrace_s = 5.0;
   child_options.end_grace_s = kEndGrace_s;
   std::string attempt;
-  FailureWatch failures(kStragglerGrace_s);
+  FailureWatch failures(failure_grace_s);
   double next_look_s = 0.0;
   child_options.abandon = [&] {
     const double now_s = steady_seconds();
@@ -324,12 +330,12 @@ int run_with_restarts(JobCommand command, LaunchMode mode, const std::string& la
   for (int n = 0;; ++n) {
     attempt = attempt_name(launch_name, n);
     clear_rank_records(run_dir);
-    failures = FailureWatch(kStragglerGrace_s);
+    failures = FailureWatch(failure_grace_s);
     const ChildExit job = run_child(command.words(attempt), child_options);
     if (job.received_signal != 0 || (job.status() == 0 && !job.abandoned)) return job.status();
     failures.observe(read_rank_exits(run_dir, attempt), steady_seconds());
     const std::optional<RankExit> cause = failures.cause();
-    const std::string why = report_failure(job, cause, launcher_name, kStragglerGrace_s, run_dir);
+    const std::string why = report_failure(job, cause, launcher_name, failure_grace_s, run_dir);
     const int status = job_exit_status(job.status(), cause);
     const std::vector<RankProcesses> alive =
         end_leftover_ranks(run_dir, attempt, mode == LaunchMode::kSlurm && job.abandoned);
@@ -388,7 +394,7 @@ int launch_command(const Args& args) {
   if (options.max_restarts > 0 && config.checkpoint.every == 0)
     std::cout << "atoll launch: note: checkpoint.every = 0, so a restart begins again from step 0"
               << std::endl;
-  return run_with_restarts(command, request.mode, launch_name, options.max_restarts);
+  return run_with_restarts(command, request.mode, launch_name, options.max_restarts, options.failure_grace_s);
 }
 
 }  // namespace atl::launcher

@@ -236,6 +236,8 @@ expect_cli_error launch_restarts_negative 2 "--max-restarts -1 is not a non-nega
   launch "$work/tiny.yaml" --max-restarts -1 "${at_committed[@]}"
 expect_cli_error launch_restarts_abc 2 "--max-restarts abc is not a non-negative integer" \
   launch "$work/tiny.yaml" --max-restarts abc "${at_committed[@]}"
+expect_cli_error launch_failure_grace_negative 2 "--failure-grace -5 is not a non-negative integer; e.g. --failure-grace 2" \
+  launch "$work/tiny.yaml" --failure-grace -5 "${at_committed[@]}"
 expect_cli_error launch_unknown_option 2 "unknown option '--bogus'; usage: atoll launch" launch "$work/tiny.yaml" --bogus "${at_committed[@]}"
 expect_cli_error launch_missing_config 2 "config: cannot read $work/none.yaml: No such file or directory" \
   launch "$work/none.yaml" "${at_committed[@]}"

@@ -133,10 +133,12 @@ alive() {
 }
 
 # deaf_job NAME MAX_RESTARTS: `atoll launch` of ranks that ignore SIGTERM
-# (ATOLL_FAULT=ignore_sigterm) into $work/NAME, in the background ($job).
+# (ATOLL_FAULT=ignore_sigterm) into $work/NAME, in the background ($job), ended 4 s after a failure
+# is on record (--failure-grace; 20 s by default).
 deaf_job() {
   ATOLL_FAULT=ignore_sigterm "$atoll" launch "$work/ops.yaml" --set run.dir="$work/$1" --set train.steps=1000000 \
-    --set train.log_every=100000 --set checkpoint.every=500 --set comm.timeout_s=600 --max-restarts "$2" >"$work/$1.log" 2>&1 &
+    --set train.log_every=100000 --set checkpoint.every=500 --set comm.timeout_s=600 --max-restarts "$2" \
+    --failure-grace 4 >"$work/$1.log" 2>&1 &
   job=$!
 }
 # attempt_started NAME N: waits until attempt N of job NAME has started and both its ranks recorded
@@ -164,11 +166,11 @@ if wants stale; then
 # partitioned node's write reaching the shared filesystem after the relaunch), one without an
 # attempt (a supervisor from before attempts were named) -- and, for 3 s, one of this attempt whose
 # time, 100 s ago, another host's clock wrote. The launcher reads the records once a second: it must
-# not end the job over the last before 20 s of its own clock have passed since it first read it, nor
-# ever take the first two for a failure: 24 s later the job is still running, and a SIGTERM to the
-# launcher preempts it, exit 0.
+# not end the job over the last before --failure-grace (6 s) of its own clock have passed since it
+# first read it, nor ever take the first two for a failure: 11 s later the job is still running, and
+# a SIGTERM to the launcher preempts it, exit 0.
 "$atoll" launch "$work/ops.yaml" --set run.dir="$work/stale" --set train.steps=1000000 --set train.log_every=100000 \
-  --set checkpoint.every=0 >"$work/stale.log" 2>&1 &
+  --set checkpoint.every=0 --failure-grace 6 >"$work/stale.log" 2>&1 &
 job=$!
 until grep -q '"step":20,' "$work/stale/metrics.jsonl" 2>/dev/null || ! kill -0 $job 2>/dev/null; do sleep 0.05; done
 attempt=$(cat "$work/stale/logs/"rank-0.attempt-*.pids 2>/dev/null | awk '$3 == "attempt" { print $4 }')
@@ -179,13 +181,13 @@ printf 'rank 3 pid 3 host elsewhere code 4 time %s attempt %s\n' "$past" "$attem
 sleep 3
 kill -0 $job 2>/dev/null && skewed=running || skewed=ended
 rm -f "$work/stale/logs/rank-3.attempt-$attempt.exit"
-sleep 21
+sleep 8
 kill -TERM $job
 wait $job
 status=$?
 if [[ $status -eq 0 && -n $attempt && $skewed == running ]] && grep -q "preempted by SIGUSR1 at step" "$work/stale.log" \
     && ! grep -q "the job failed" "$work/stale.log"; then
-  check ok "stale: a record of this attempt from a clock 100 s behind did not end the job within 3 s, records of another attempt and of none not within 24 s; preempted, exit 0"
+  check ok "stale: a record of this attempt from a clock 100 s behind did not end the job within 3 s, records of another attempt and of none not within 11 s (--failure-grace 6); preempted, exit 0"
 else
   check fail "stale (exit $status, attempt '$attempt', $skewed 3 s after the skewed record)" "$work/stale.log"
 fi
@@ -193,7 +195,7 @@ fi
 
 if wants deaf; then
 # deaf: mpirun and its ranks held (hang_with_failure), the ranks deaf to SIGTERM as well, and a
-# failure of this attempt on record, under --max-restarts 1. 20 s after it read the record the launcher ends the attempt:
+# failure of this attempt on record, under --max-restarts 1. 4 s (--failure-grace) after it read the record the launcher ends the attempt:
 # SIGTERM, then 5 s later SIGKILL to mpirun and to every rank's process group. When it says "restart
 # 1 of 1" no process of the first attempt may be alive (its ranks and their supervisors, from their
 # rank-N.attempt-A.pids). The relaunch has nothing more to prove and is ended sooner: kill -9 of one
@@ -212,7 +214,7 @@ wait $job
 status=$?
 alive "${old[@]}" && left+=" attempt 1: ${old[*]}"
 if [[ -n $victim && $status -eq $EXIT_SIGKILL && -z $left ]] \
-    && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deaf.log" \
+    && grep -q "mpirun had not ended 4 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deaf.log" \
     && grep -q "restart 1 of 1" "$work/deaf.log" && grep -q "rank 1 (pid $victim on .*) was killed by signal 9" "$work/deaf.log" \
     && grep -q "giving up after 1 restart(s)" "$work/deaf.log"; then
   check ok "deaf: mpirun and ranks held: the attempt ended and no rank of it alive when the launcher relaunched; the relaunch's kill -9 named, given up, no rank left"
@@ -223,7 +225,7 @@ fi
 
 if wants deafexit; then
 # deafexit: the same held mpirun and ranks and failure on record without a restart: the launcher
-# ends the attempt 20 s after it read the record, leaves no process of it alive, and exits 4, the
+# ends the attempt 4 s (--failure-grace) after it read the record, leaves no process of it alive, and exits 4, the
 # recorded rank's code, not the 137 of the mpirun it killed.
 deaf_job deafexit 0
 attempt_started deafexit 0
@@ -233,7 +235,7 @@ status=$?
 left=""
 alive "${old[@]}" && left=" ${old[*]}"
 if [[ $status -eq $EXIT_HANG && -z $left ]] \
-    && grep -q "mpirun had not ended 20 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deafexit.log" \
+    && grep -q "mpirun had not ended 4 s after rank 1 failed (a node it cannot reach?); ended it" "$work/deafexit.log" \
     && grep -q "the job failed: rank 1 (pid ${old[3]:-} on .*) exited with code 4" "$work/deafexit.log"; then
   check ok "deafexit: mpirun and ranks held: the attempt ended with no rank left alive; exit 4 (the recorded rank's), not mpirun's 137"
 else

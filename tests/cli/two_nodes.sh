@@ -12,7 +12,7 @@
 #   lost    every process of node1 killed mid-run (a crashed node): mpirun ends the job, and
 #           --max-restarts relaunches it over the same hosts; bitwise the uninterrupted run;
 #   partition  node1's link cut mid-run (its processes alive): atoll launch ends the mpirun that waits
-#           on node1's unreachable daemon 20 s after the first failure, and relaunches once the link
+#           on node1's unreachable daemon 5 s (--failure-grace) after the first failure, and relaunches once the link
 #           is back; bitwise the uninterrupted run;
 #   slurm   the same job by `sbatch examples/slurm/two_nodes_cpu.sbatch` under a Slurm of one slurmd per
 #           node (tests/cli/slurm_cluster.sh's use_slurm_nodes): srun --mpi=pmix places ranks 0-1 on
@@ -146,7 +146,7 @@ fi
 if wants partition; then
 # node1's link cut past step 20, its processes alive: every rank's watchdog fires after
 # comm.timeout_s (exit 4), but mpirun waits on node1's daemon, which it cannot reach (Open MPI 4 has
-# no daemon heartbeat). atoll launch ends mpirun 20 s after the first failure and relaunches
+# no daemon heartbeat). atoll launch ends mpirun 5 s (--failure-grace) after the first failure and relaunches
 # once the link is back: step-40 bitwise the uninterrupted run's. The link comes back as the launcher
 # ends mpirun, so the first relaunch may start node1's daemon a moment before it can reach node0
 # (seen once in CI: "an inability to create a connection back to mpirun", exit 1); --max-restarts 2
@@ -154,7 +154,7 @@ if wants partition; then
 partition=(--set train.steps=40 --set checkpoint.every=10 --set train.eval_every=0 --set comm.timeout_s=5)
 timeout 120 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${partition[@]}" --set run.dir="$work/whole_p" >"$work/whole_p.log" 2>&1
 in_node 0 timeout -k 5 200 "$atoll" launch "$work/tiny.yaml" "${job[@]}" "${partition[@]}" --hostfile "$work/hosts" \
-  --set run.dir="$work/cut" --max-restarts 2 -- "${node_mpi_args[@]}" >"$work/cut.log" 2>&1 &
+  --set run.dir="$work/cut" --max-restarts 2 --failure-grace 5 -- "${node_mpi_args[@]}" >"$work/cut.log" 2>&1 &
 launch=$!
 for _ in $(seq 1 600); do grep -q '"step":20,"checkpoint_s"' "$work/cut/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
 cut_node 1
