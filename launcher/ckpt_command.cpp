@@ -95,8 +95,8 @@ int ckpt_command(const Args& args) {
            "damaged,\nas for every command given a damaged checkpoint, or if DIR is not one).\n"
         << "export: a Hugging Face Llama directory OUT_DIR -- model.safetensors (fp32), config.json and, for "
            "a\n"
-        << "subword model, tokenizer.model + tokenizer_config.json -- that transformers' from_pretrained "
-           "loads\n"
+        << "subword model, tokenizer.model or tokenizer.json + tokenizer_config.json -- that transformers' "
+           "from_pretrained loads\n"
         << "(and model.init_from starts a run from); or one FILE.safetensors with config.json beside it.\n"
         << "DIR: a checkpoint (.../step-N) or a checkpoint directory (its LATEST).\n";
     return args.empty() ? 2 : 0;

@@ -46,38 +46,23 @@ TrainedModel from_hugging_face(const std::string& dir) {
   model.config = read_hugging_face_config(dir);
   model.weights = read_initial_weights(model.config, dir);
   for (auto& [name, tensor] : model.weights) tensor = tensor.to(at::kFloat);
-  const fs::path sentencepiece = fs::path(dir) / "tokenizer.model";
-  if (fs::exists(sentencepiece)) {
-    std::ifstream in(sentencepiece, std::ios::binary);
-    model.tokenizer =
-        tokenizer_from_serialized({std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()});
-  } else {
-    model.tokenizer = byte_tokenizer();
-  }
+  // A SentencePiece tokenizer.model (Llama 2 style), else a tokenizer.json (Llama 3 style, or an
+  // export of a run with Llama 3's tokenizer), else bytes.
+  std::string tokenizer_file;
+  for (const char* name : {"tokenizer.model", "tokenizer.json"})
+    if (tokenizer_file.empty() && fs::exists(fs::path(dir) / name))
+      tokenizer_file = (fs::path(dir) / name).string();
+  model.tokenizer = tokenizer_file.empty() ? byte_tokenizer() : load_tokenizer(tokenizer_file);
   if (model.tokenizer->vocab_size() > model.config.vocab)
     throw std::invalid_argument(
         dir + ": the tokenizer has " + std::to_string(model.tokenizer->vocab_size()) +
         " pieces but the model's vocab_size is " + std::to_string(model.config.vocab) +
-        (fs::exists(sentencepiece) ? "; put the model's own tokenizer.model beside it"
-                                   : "; a directory without tokenizer.model is byte-level "
-                                     "(vocab_size >= 256)"));
+        (!tokenizer_file.empty()
+             ? "; put the model's own " + fs::path(tokenizer_file).filename().string() + " beside it"
+             : "; a directory without tokenizer.model or tokenizer.json is byte-level "
+               "(vocab_size >= 256)"));
   model.source = "Hugging Face directory " + dir;
   return model;
-}
-
-// tokenizer_config.json for transformers' LlamaTokenizer over an `atoll tokenizer train` model: no
-// bos/eos added and no space in front (the model adds none), so ids equal SentencePiece's.
-std::string tokenizer_config_json(int max_length) {
-  const nlohmann::ordered_json config = {{"tokenizer_class", "LlamaTokenizer"},
-                                         {"add_bos_token", false},
-                                         {"add_eos_token", false},
-                                         {"add_prefix_space", false},
-                                         {"legacy", false},
-                                         {"bos_token", "<s>"},
-                                         {"eos_token", "</s>"},
-                                         {"unk_token", "<unk>"},
-                                         {"model_max_length", max_length}};
-  return config.dump(2) + "\n";
 }
 
 }  // namespace
@@ -133,11 +118,8 @@ int export_hugging_face(const std::string& checkpoint, const std::string& out) {
     return static_cast<int>(tensors.size());
   }
   write_hugging_face_directory(out, model.config, tensors, bos, eos);
-  const std::string sentencepiece = model.tokenizer->serialized();
-  if (!sentencepiece.empty()) {
-    std::ofstream(fs::path(out) / "tokenizer.model", std::ios::binary) << sentencepiece;
-    std::ofstream(fs::path(out) / "tokenizer_config.json") << tokenizer_config_json(model.config.seq);
-  }
+  for (const HuggingFaceFile& file : model.tokenizer->hugging_face_files(model.config.seq))
+    std::ofstream(fs::path(out) / file.name, std::ios::binary) << file.contents;
   return static_cast<int>(tensors.size());
 }
 

@@ -30,14 +30,15 @@ std::string checkpoint_in(const std::string& dir);
 // PATH: a checkpoint (step-N), a checkpoints folder -- its newest checkpoint that loads, damaged ones
 // skipped and named in `source`, as checkpoint.resume: auto does -- or a Hugging Face directory.
 // std::invalid_argument (one line naming the path and the fix) for a path that is neither, or a
-// Hugging Face directory of another architecture, with missing tensors, or whose tokenizer.model
-// does not match its vocab_size; checkpoint::CheckpointError for a damaged checkpoint.
+// Hugging Face directory of another architecture, with missing tensors, or whose tokenizer
+// (tokenizer.model, else tokenizer.json) does not match its vocab_size; checkpoint::CheckpointError for a damaged checkpoint.
 TrainedModel load_trained_model(const std::string& path);
 
 // `atoll ckpt export`: the checkpoint's weights under Hugging Face names in fp32. OUT ending in
 // .safetensors: that file and config.json beside it; otherwise the directory OUT with
-// model.safetensors, config.json, and for a subword model tokenizer.model and tokenizer_config.json
-// (transformers' AutoTokenizer loads them). Returns the number of tensors written.
+// model.safetensors, config.json, and the tokenizer's files (Tokenizer::hugging_face_files: a
+// SentencePiece tokenizer.model, or a tokenizer.json, with a tokenizer_config.json) that
+// transformers' AutoTokenizer loads. Returns the number of tensors written.
 int export_hugging_face(const std::string& checkpoint, const std::string& out);
 
 }  // namespace atl::runtime

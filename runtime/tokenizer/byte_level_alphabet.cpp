@@ -21,6 +21,24 @@ int byte_of(char32_t code_point) {
   return -1;
 }
 
+// The code point byte `byte` is written as.
+char32_t code_point_of(unsigned char byte) {
+  if (stands_for_itself(byte)) return byte;
+  char32_t shifted = 0;
+  for (char32_t b = 0; b < byte; ++b)
+    if (!stands_for_itself(b)) ++shifted;
+  return 0x100 + shifted;
+}
+
+void append_utf8(char32_t code_point, std::string& out) {
+  if (code_point < 0x80) {
+    out.push_back(static_cast<char>(code_point));
+  } else {  // the alphabet ends below U+0800: two bytes
+    out.push_back(static_cast<char>(0xC0 | code_point >> 6));
+    out.push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> bytes_of_byte_level_text(std::string_view utf8) {
@@ -34,6 +52,13 @@ std::optional<std::string> bytes_of_byte_level_text(std::string_view utf8) {
     at += c.bytes;
   }
   return bytes;
+}
+
+std::string byte_level_text(std::string_view bytes) {
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (const char byte : bytes) append_utf8(code_point_of(static_cast<unsigned char>(byte)), text);
+  return text;
 }
 
 }  // namespace atl::runtime

@@ -12,5 +12,7 @@ namespace atl::runtime {
 
 // The bytes a token written in the alphabet stands for; nullopt if a character is not in it.
 std::optional<std::string> bytes_of_byte_level_text(std::string_view utf8);
+// `bytes` written in the alphabet (UTF-8): what a tokenizer.json stores for a token of those bytes.
+std::string byte_level_text(std::string_view bytes);
 
 }  // namespace atl::runtime

@@ -16,6 +16,10 @@
 
 namespace atl::runtime {
 
+// The pattern itself, as tiktoken and tokenizer.json files write it.
+inline constexpr std::string_view kLlama3SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // The end (a byte offset) of the piece that starts at byte `start` < text.size() of valid UTF-8.
 size_t llama3_piece_end(std::string_view text, size_t start);
 

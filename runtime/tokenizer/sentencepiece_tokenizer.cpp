@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "runtime/tokenizer/hugging_face_tokenizer_files.h"
 #include "text/one_line.h"
 
 namespace atl::runtime {
@@ -88,6 +89,11 @@ int SentencePieceTokenizer::bos_id() const {
 
 int SentencePieceTokenizer::eos_id() const {
   return processor_->eos_id();
+}
+
+std::vector<HuggingFaceFile> SentencePieceTokenizer::hugging_face_files(int max_length) const {
+  return {{"tokenizer.model", serialized_},
+          {"tokenizer_config.json", sentencepiece_tokenizer_config(max_length)}};
 }
 
 }  // namespace atl::runtime

@@ -25,6 +25,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   int byte_length(uint32_t id) const override;
   std::string description() const override;
   std::string serialized() const override { return serialized_; }
+  // tokenizer.model and a tokenizer_config.json for transformers' LlamaTokenizer.
+  std::vector<HuggingFaceFile> hugging_face_files(int max_length) const override;
   int bos_id() const override;
   int eos_id() const override;
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "runtime/tokenizer/hugging_face_tokenizer_files.h"
 #include "runtime/tokenizer/llama3_split.h"
 
 namespace atl::runtime {
@@ -158,6 +159,13 @@ std::string TiktokenBpe::description() const {
 
 std::string TiktokenBpe::serialized() const {
   return std::string(kSerializedHeader) + rank_file_;
+}
+
+std::vector<HuggingFaceFile> TiktokenBpe::hugging_face_files(int max_length) const {
+  std::vector<std::string> specials;
+  for (int i = 0; i < kSpecialTokens; ++i) specials.push_back(special_token(i));
+  return {{"tokenizer.json", byte_level_bpe_tokenizer_json(ranks_, specials, kLlama3SplitPattern)},
+          {"tokenizer_config.json", fast_tokenizer_config(specials[0], specials[1], max_length)}};
 }
 
 }  // namespace atl::runtime

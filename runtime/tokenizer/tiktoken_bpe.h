@@ -35,6 +35,9 @@ class TiktokenBpe final : public Tokenizer {
   std::string description() const override;
   // A header line naming the kind, then the rank file.
   std::string serialized() const override;
+  // A tokenizer.json of the same byte-level BPE (what transformers' TikTokenConverter writes) and a
+  // tokenizer_config.json for PreTrainedTokenizerFast.
+  std::vector<HuggingFaceFile> hugging_face_files(int max_length) const override;
   int bos_id() const override { return static_cast<int>(ranks_.size()); }
   int eos_id() const override { return static_cast<int>(ranks_.size()) + 1; }
 

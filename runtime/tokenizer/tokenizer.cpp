@@ -27,6 +27,7 @@ class ByteTokenizer final : public Tokenizer {
   int byte_length(uint32_t) const override { return 1; }
   std::string description() const override { return kByteTokenizer; }
   std::string serialized() const override { return ""; }
+  std::vector<HuggingFaceFile> hugging_face_files(int) const override { return {}; }
 };
 
 std::unique_ptr<Tokenizer> model_tokenizer(const std::string& serialized, const std::string& source) {

@@ -11,6 +11,12 @@
 
 namespace atl::runtime {
 
+// A file of a Hugging Face model directory, by name (tokenizer.json, tokenizer_config.json, ...).
+struct HuggingFaceFile {
+  std::string name;
+  std::string contents;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -25,6 +31,10 @@ class Tokenizer {
   virtual std::string description() const = 0;
   // The model as bytes, for the checkpoint's manifest; empty for the byte-level tokenizer.
   virtual std::string serialized() const = 0;
+  // What `atoll ckpt export` writes beside the weights so that transformers' AutoTokenizer loads
+  // this tokenizer with the same ids; none for the byte-level one (transformers has no such class).
+  // `max_length`: the model's sequence length.
+  virtual std::vector<HuggingFaceFile> hugging_face_files(int max_length) const = 0;
   virtual int bos_id() const { return -1; }  // -1: none
   virtual int eos_id() const { return -1; }
 };

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "runtime/tokenizer/byte_level_alphabet.h"
+#include "runtime/tokenizer/hugging_face_tokenizer_files.h"
 #include "runtime/tokenizer/llama3_split.h"
 #include "text/one_line.h"
 
@@ -12,9 +13,6 @@ namespace atl::runtime {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::string_view kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 class Refusal {
  public:
@@ -41,7 +39,7 @@ void check_pre_tokenizer(const json& pre, const Refusal& refuse) {
   const json& split = steps[0];
   const json& byte_level = steps[1];
   if (split.value("type", "") != "Split" || !split.contains("pattern") ||
-      !split["pattern"].contains("Regex") || split["pattern"]["Regex"] != kLlama3Pattern ||
+      !split["pattern"].contains("Regex") || split["pattern"]["Regex"] != kLlama3SplitPattern ||
       split.value("behavior", "") != "Isolated" || split.value("invert", true))
     refuse("the pre-tokenizer's Split is not by Llama 3's pattern (Isolated, not inverted)");
   if (byte_level.value("type", "") != "ByteLevel" || byte_level.value("use_regex", true) ||
@@ -154,6 +152,12 @@ int TokenizerJsonBpe::byte_length(uint32_t id) const {
 
 std::string TokenizerJsonBpe::description() const {
   return "tokenizer.json byte-level BPE, Llama 3 pre-tokenizer (vocab " + std::to_string(vocab_size()) + ")";
+}
+
+std::vector<HuggingFaceFile> TokenizerJsonBpe::hugging_face_files(int max_length) const {
+  const auto text_of = [&](int id) { return id < 0 ? std::string() : token_bytes_[static_cast<size_t>(id)]; };
+  return {{"tokenizer.json", json_},
+          {"tokenizer_config.json", fast_tokenizer_config(text_of(bos_id_), text_of(eos_id_), max_length)}};
 }
 
 }  // namespace atl::runtime

@@ -32,6 +32,8 @@ class TokenizerJsonBpe final : public Tokenizer {
   int byte_length(uint32_t id) const override;
   std::string description() const override;
   std::string serialized() const override { return json_; }  // the file itself
+  // The file itself and a tokenizer_config.json for PreTrainedTokenizerFast.
+  std::vector<HuggingFaceFile> hugging_face_files(int max_length) const override;
   // The added tokens named <|begin_of_text|> / <s> and <|end_of_text|> / </s> / <|endoftext|>.
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }

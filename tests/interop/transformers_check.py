@@ -8,6 +8,10 @@ Import: save_pretrained directories (sharded, fp32 and bf16) start an Atoll run 
 equals transformers' loss on the same batch within 1e-4.
 Tokenizer: a SentencePiece model from `atoll tokenizer train`, carried by the checkpoint into the
 export, loads in AutoTokenizer and encodes to Atoll's ids; greedy sampling agrees in ids and text.
+Llama 3's tokenizer.model (tiktoken) and a tokenizer.json converted from it, each carried by a
+checkpoint into the export as a tokenizer.json that AutoTokenizer loads with Atoll's ids; the
+exported tokenizer.json is the one transformers' TikTokenConverter writes, key for key, and the
+exported directory samples in Atoll with it.
 Bad input: another architecture, a missing tensor, a tokenizer of another vocabulary and a prompt
 longer than model.seq each give one line and exit 2.
 """
@@ -19,10 +23,13 @@ import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 import transformers
+from llama_models.llama3 import tokenizer as llama3_tokenizer
 from safetensors.torch import load_file, save_file
+from transformers.convert_slow_tokenizer import TikTokenConverter
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--atoll", required=True)
@@ -31,6 +38,7 @@ parser.add_argument("--work", required=True)
 args = parser.parse_args()
 work = args.work
 failures = []
+LLAMA3 = Path(llama3_tokenizer.__file__).parent / "tokenizer.model"  # Meta's, from the llama-models package
 
 
 def check(ok, what, detail=""):
@@ -253,6 +261,40 @@ check(r.stdout.rstrip("\n") == tokenizer.decode(prompt_ids + theirs),
       f"{r.stdout!r} vs {tokenizer.decode(prompt_ids + theirs)!r}")
 bad_input("data.tokenizer of another vocabulary",
           ["mpirun", args.atoll, "train", sp_cfg, "--set", "model.vocab=384"], "has 320 pieces but model.vocab is 384")
+
+# ---- Llama 3's tokenizer (tiktoken) and a tokenizer.json: carried into the export as tokenizer.json --
+meta = llama3_tokenizer.Tokenizer(LLAMA3)
+specials = sorted(meta.special_tokens, key=meta.special_tokens.get)
+converted = f"{work}/llama3-tokenizer.json"
+TikTokenConverter(vocab_file=str(LLAMA3), pattern=meta.pat_str, extra_special_tokens=specials).converted().save(converted)
+r = run([args.atoll, "data", "prepare", "--out", f"{work}/l3", "--tokenizer", str(LLAMA3), "--val-fraction", "0.1",
+         f"{work}/text.txt"])
+check(r.returncode == 0, "data prepare with Llama 3's tokenizer.model", r.stdout.strip() + r.stderr[-300:])
+SAMPLES = ("the quick brown fox 1234567 jumps", "  Indented line\n\tand a tab: naïve café ☃ 日本 🦙", "it's WE'RE <|eot_id|>")
+for kind, model_file in (("tiktoken", str(LLAMA3)), ("tokenizer.json", converted)):
+    cfg = config(f"l3-{kind}", "vocab: 128256, dim: 32, layers: 1, heads: 2, kv_heads: 2, ffn: 64, seq: 48", "dp: 1",
+                 steps=1, data=f"train: {work}/l3/train.bin, val: {work}/l3/val.bin, tokenizer: {model_file}")
+    r = mpirun(1, args.atoll, "train", cfg)
+    check(r.returncode == 0, f"{kind}: trains with data.tokenizer", r.stderr[-300:])
+    out = f"{work}/l3-{kind}-hf"
+    r = run([args.atoll, "ckpt", "export", f"{work}/l3-{kind}/checkpoints", "--out", out])
+    check(r.returncode == 0 and sorted(os.listdir(out)) == ["config.json", "model.safetensors", "tokenizer.json",
+                                                           "tokenizer_config.json"],
+          f"{kind}: the export holds tokenizer.json and tokenizer_config.json", r.stderr[-300:])
+    with open(out + "/tokenizer.json") as exported_json, open(converted) as reference_json:
+        check(json.load(exported_json) == json.load(reference_json),
+              f"{kind}: the exported tokenizer.json is TikTokenConverter's, key for key")
+    hf = transformers.AutoTokenizer.from_pretrained(out, split_special_tokens=True)
+    check((hf.bos_token, hf.eos_token) == ("<|begin_of_text|>", "<|end_of_text|>"),
+          f"{kind}: AutoTokenizer's bos and eos", f"{hf.bos_token} {hf.eos_token}")
+    for sample in SAMPLES:
+        ours = [int(t) for t in run([args.atoll, "tokenizer", "encode", model_file, sample]).stdout.split()]
+        theirs = hf.encode(sample, add_special_tokens=False)
+        check(ours == theirs == meta.encode(sample, bos=False, eos=False, allowed_special=set()),
+              f"{kind}: AutoTokenizer encodes {sample[:16]!r} to Atoll's (and tiktoken's) ids", f"{ours} vs {theirs}")
+    r = run([args.atoll, "sample", out, "--prompt", PROMPT, "--temperature", "0", "--max-tokens", "4"])
+    check(r.returncode == 0 and r.stdout.startswith(PROMPT), f"{kind}: atoll sample reads the export's tokenizer.json",
+          r.stdout[-200:] + r.stderr[-300:])
 
 print(f"{len(failures)} failed" if failures else "every transformers check passed")
 sys.exit(1 if failures else 0)

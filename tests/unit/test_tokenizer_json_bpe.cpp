@@ -24,6 +24,14 @@ TEST(ByteLevelAlphabet, MapsCharactersBackToBytes) {
   EXPECT_EQ(atl::runtime::bytes_of_byte_level_text(" "), std::nullopt) << "a space is not in the alphabet";
 }
 
+TEST(ByteLevelAlphabet, WritesEveryByteAsTheCharacterThatReadsBack) {
+  EXPECT_EQ(atl::runtime::byte_level_text(" hello\n"), "\xc4\xa0hello\xc4\x8a");
+  EXPECT_EQ(atl::runtime::byte_level_text("\xe9"), "\xc3\xa9");
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte.push_back(static_cast<char>(b));
+  EXPECT_EQ(atl::runtime::bytes_of_byte_level_text(atl::runtime::byte_level_text(every_byte)), every_byte);
+}
+
 std::unordered_map<std::string, uint32_t> byte_vocab() {
   std::unordered_map<std::string, uint32_t> vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace(std::string(1, static_cast<char>(b)), b);
