@@ -32,6 +32,7 @@ runtime::LaunchEnvironment read_launch_environment() {
   environment.fault = value("ATOLL_FAULT");
   environment.checkpoint_fault = value("ATOLL_CHECKPOINT_FAULT");
   environment.checkpoint_copy_delay_ms = value("ATOLL_CHECKPOINT_COPY_DELAY_MS");
+  environment.fp8_emulation = value("ATOLL_FP8_EMULATION");
   return environment;
 }
 

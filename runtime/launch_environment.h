@@ -22,6 +22,7 @@ struct LaunchEnvironment {
   std::string fault;                     // ATOLL_FAULT
   std::string checkpoint_fault;          // ATOLL_CHECKPOINT_FAULT
   std::string checkpoint_copy_delay_ms;  // ATOLL_CHECKPOINT_COPY_DELAY_MS
+  std::string fp8_emulation;             // ATOLL_FP8_EMULATION
 };
 
 }  // namespace atl::runtime

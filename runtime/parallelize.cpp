@@ -221,7 +221,7 @@ std::string fp8_unavailable_on(c10::Device device, Fp8Scaling scaling) {
 
 }  // namespace
 
-KernelLevers resolve_kernels(const Config& config, c10::Device device) {
+KernelLevers resolve_kernels(const Config& config, c10::Device device, bool fp8_emulation) {
   const KernelsConfig& k = config.kernels;
   const bool cuda = device.is_cuda();
   std::vector<std::string> problems;
@@ -244,7 +244,7 @@ KernelLevers resolve_kernels(const Config& config, c10::Device device) {
       problems.push_back("config: kernels." + std::string(name) +
                          " = true cannot apply on the CPU (it is a CUDA kernel of Atoll's own); set it to "
                          "auto (on a GPU, off on the CPU) or false, or run.device: cuda");
-  if (config.train.precision == Precision::kFp8) {
+  if (config.train.precision == Precision::kFp8 && !(fp8_emulation && !device.is_cuda())) {
     const std::string without = fp8_unavailable_on(device, config.train.fp8_scaling);
     if (!without.empty())
       problems.push_back(
@@ -287,7 +287,7 @@ std::string kernels_line(const Config& config, const KernelLevers& levers) {
 
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
-                           const std::map<std::string, at::Tensor>& initial_weights) {
+                           const std::map<std::string, at::Tensor>& initial_weights, bool fp8_emulation) {
   const ParallelConfig& p = config.parallel;
   ParallelLayout layout;
   // Mixed precision: bf16 parameters and activations (fp8 too, its linear products aside); gradients
@@ -295,7 +295,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // fp32 in the engine.
   layout.compute_dtype = scalar_type(config.train.precision);
   layout.device = device;
-  layout.kernels = resolve_kernels(config, device);
+  layout.kernels = resolve_kernels(config, device, fp8_emulation);
 
   // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};

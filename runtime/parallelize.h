@@ -52,8 +52,8 @@ struct KernelLevers {
 // train.precision fp8 cannot run on `device` (the CPU, or a GPU below compute capability 9.0: no FP8
 // tensor cores for cuBLASLt). What the config alone rules out (the partner false, parallel.zero >= 2,
 // fused_weight_grad under fp8) validate_layout reports; auto is never refused (fused_weight_grad's
-// is off under fp8).
-KernelLevers resolve_kernels(const Config& config, c10::Device device);
+// is off under fp8). `fp8_emulation` (the tests' hook, test_hooks.h) lets fp8 run on the CPU.
+KernelLevers resolve_kernels(const Config& config, c10::Device device, bool fp8_emulation = false);
 
 // The start-up line of what those levers resolved to, e.g. "kernels: fused_adamw on (auto),
 // fused_clip on (auto), first_grad_copy off (auto: parallel.zero = 2), fused_weight_grad off (auto:
@@ -102,9 +102,11 @@ struct ParallelLayout {
 // Builds the layout over `world` (collective) with this rank's tensors on `device` (already bound);
 // every group's operations are recorded in `flight`. Parameters start from model.init_std with
 // run.seed, or from `initial_weights` (canonical names, model.init_from) when it is not empty.
+// `fp8_emulation`: as for resolve_kernels.
 ParallelLayout parallelize(const Config& config, c10::Device device, const comm::MpiCommunicator& world,
                            comm::FlightRecorder* flight,
-                           const std::map<std::string, at::Tensor>& initial_weights);
+                           const std::map<std::string, at::Tensor>& initial_weights,
+                           bool fp8_emulation = false);
 
 at::ScalarType scalar_type(Precision precision);
 at::ScalarType scalar_type(ReduceDtype dtype);

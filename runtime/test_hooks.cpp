@@ -18,6 +18,10 @@ TestHooks TestHooks::parse(const LaunchEnvironment& environment) {
                                   "' is not a whole number of milliseconds; unset it or write e.g. 10");
     hooks.checkpoint_copy_delay = std::chrono::milliseconds(ms);
   }
+  const std::string& fp8 = environment.fp8_emulation;
+  if (!fp8.empty() && fp8 != "1")
+    throw std::invalid_argument("ATOLL_FP8_EMULATION = '" + fp8 + "' is not 1; unset it or write 1");
+  hooks.fp8_emulation = fp8 == "1";
   return hooks;
 }
 

@@ -78,7 +78,8 @@ struct Trainer::State {
     const ParallelConfig& p = config.parallel;
     device = choose_device(config.run.device, gpu_environment(placement, world_size), config.run.share_gpu,
                            p.islands > 1 && p.pp * p.dp * p.tp == 1);
-    resolve_kernels(config, device.device);  // a lever set to true that this device leaves off
+    resolve_kernels(config, device.device,
+                    hooks.fp8_emulation);  // a lever set to true this device leaves off
   }
 
   // The process-wide settings: the bound device, deterministic kernels, SDPA's preferred backend,
@@ -102,7 +103,7 @@ struct Trainer::State {
     control->record_in(flight.get());
     watchdog = std::make_unique<comm::Watchdog>(
         world, *flight, comm::WatchdogOptions{config.comm.timeout_s, config.run.dir + "/flight", kExitHang});
-    layout = parallelize(config, device.device, world, flight.get(), initial_weights);
+    layout = parallelize(config, device.device, world, flight.get(), initial_weights, hooks.fp8_emulation);
     initial_weights.clear();
     const FaultHooks& f = hooks.faults;
     if (layout.island_exchange && f.corrupt_chunk_exchange > 0)

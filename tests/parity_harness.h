@@ -51,8 +51,10 @@ inline std::map<std::string, at::Tensor> on_host(std::map<std::string, at::Tenso
   return tensors;
 }
 
-inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& comm) {
-  Trainer trainer(config, comm, nullptr);
+// `environment`: the test hooks a run takes (test_hooks.h), none by default.
+inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& comm,
+                       const atl::runtime::LaunchEnvironment& environment = {}) {
+  Trainer trainer(config, comm, nullptr, environment);
   RunResult result;
   for (int s = 0; s < config.train.steps; ++s) {
     const atl::runtime::StepMetrics m = trainer.train_step();

@@ -118,6 +118,44 @@ TEST_F(Checkpoint, Bf16AndZero2And3ResumeIsBitwise) {
   }
 }
 
+// A checkpoint holds the fp32 master weights whatever precision trained them: one saved under fp8
+// (on the CPU its emulation, ATOLL_FP8_EMULATION) resumes under bf16, and one saved under bf16
+// resumes under fp8. The resumed trainer starts from the saved parameters bit for bit and trains on
+// in its own precision, its losses within 1% of the run that kept the saving precision.
+ATOLL_RUNS_AT(Checkpoint, Fp8AndBf16ResumeInEachOther, 2);
+TEST_F(Checkpoint, Fp8AndBf16ResumeInEachOther) {
+  using atl::runtime::Precision;
+  atl::runtime::LaunchEnvironment emulated;
+  emulated.fp8_emulation = "1";
+  for (const auto& [from, to] :
+       {std::pair{Precision::kFp8, Precision::kBf16}, std::pair{Precision::kBf16, Precision::kFp8}}) {
+    const std::string tag = "ckpt-precision-" + std::string(atl::runtime::name_of(from));
+    SCOPED_TRACE(tag);
+    Config config = resume_layout(world(), tag);
+    config.train.precision = from;
+    Trainer straight_trainer(config, world(), nullptr, emulated);
+    const Trained straight = run_steps(straight_trainer, config.train.steps);
+    const int half = config.train.steps / 2;
+    config.run.dir += "-switched";
+    Trained saved;
+    {
+      Trainer first(config, world(), nullptr, emulated);
+      saved = run_steps(first, half);
+      first.save_checkpoint();
+    }
+    config.train.precision = to;
+    config.checkpoint.resume = "auto";
+    Trainer resumed(config, world(), nullptr, emulated);
+    ASSERT_EQ(resumed.step(), half);
+    for (const auto& [name, value] : atl::test::on_host(resumed.full_parameters()))
+      EXPECT_TRUE(value.equal(saved.params.at(name))) << name;
+    const Trained second = run_steps(resumed, half);
+    for (int s = 0; s < half; ++s)
+      EXPECT_NEAR(second.losses[s], straight.losses[half + s], 0.01 * straight.losses[half + s])
+          << "step " << half + s + 1;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode,
                          ::testing::Values(atl::runtime::CheckpointMode::kSync,
                                            atl::runtime::CheckpointMode::kAsync,
