@@ -8,6 +8,10 @@ One process per GPU, under torchrun (without it: one process, one GPU):
   .venv/bin/python -m torch.distributed.run --standalone --nproc-per-node 8 \\
       bench/pytorch_llama_gpu.py --dim 2048 --layers 16 ... --global-batch 32 --data data/pydocs/train.bin
 `--device cpu` runs the same code on the CPU over gloo (a smoke test of the script, not a figure).
+`--float8 tensorwise|rowwise` is the FP8 peer of Atoll's `train.precision: fp8` (torchao's float8
+training, meant to run under `--compile`): the decoder layers' seven linears (q, k, v, o, gate, up,
+down: what Atoll's fp8 covers) become torchao Float8Linear modules of that recipe; the embedding and
+the LM head stay in bf16, as torchao recommends. torchao is imported only then.
 
 Prints rank 0's progress and one machine-readable last line:
   pytorch_gpu gpus=N tokens_per_s=X step_s=S flops_per_token=F peak_flops_measured=P
@@ -36,6 +40,28 @@ DATASHEET_BF16 = [("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e
 
 def datasheet_peak(name):
     return next((flops for key, flops in DATASHEET_BF16 if key in name), 0.0)
+
+
+# The decoder layer's linears Atoll's train.precision fp8 runs in FP8 (LlamaModel::linear); the FP8
+# peer converts exactly these, so both compare the same products in FP8.
+DECODER_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def is_decoder_linear(module, fqn):
+    """torchao's module_filter_fn: a linear of a decoder layer ("layers.3.q_proj"), never the LM head."""
+    parts = fqn.split(".")
+    return isinstance(module, nn.Linear) and parts[0] == "layers" and parts[-1] in DECODER_LINEARS
+
+
+def convert_to_float8(model, recipe):
+    """The model's decoder linears as torchao Float8Linear of `recipe` ("tensorwise": dynamic per-tensor
+    scales, E4M3 forward, E5M2 gradients; "rowwise": per-row scales, E4M3 throughout, power-of-two
+    scales); returns the converted modules' names."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    from torchao.float8.float8_linear import Float8Linear
+    convert_to_float8_training(model, module_filter_fn=is_decoder_linear,
+                               config=Float8LinearConfig.from_recipe_name(recipe))
+    return [name for name, m in model.named_modules() if isinstance(m, Float8Linear)]
 
 
 def training_flops_per_token(a):
@@ -101,11 +127,15 @@ def main():
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (Inductor: fused norms, RoPE, SwiGLU and loss); compile time "
                         "falls in the warm-up steps")
+    p.add_argument("--float8", choices=("none", "tensorwise", "rowwise"), default="none",
+                   help="torchao float8 training of the decoder linears with this recipe (use with --compile)")
     a = p.parse_args()
     if a.dim % a.heads or a.heads % a.kv_heads:
         p.error("dim must divide by heads, heads by kv-heads")
     if not 0 <= a.warmup_steps < a.steps:
         p.error(f"--warmup-steps {a.warmup_steps} leaves no measured step of --steps {a.steps}")
+    if a.float8 != "none" and a.precision != "bf16":
+        p.error("--float8 runs under bf16 autocast (--precision bf16), as Atoll's fp8 is bf16 around FP8 products")
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("pytorch_llama_gpu: no CUDA device visible to torch; use --device cpu for a smoke test")
 
@@ -129,6 +159,13 @@ def main():
     torch.manual_seed(a.seed)
     with device:  # parameters drawn where they live (DDP broadcasts rank 0's anyway)
         model = Llama(a)
+    if a.float8 != "none":
+        converted = convert_to_float8(model, a.float8)
+        expected = [f"layers.{i}.{n}" for i in range(a.layers) for n in DECODER_LINEARS]
+        if sorted(converted) != sorted(expected):
+            raise SystemExit(f"pytorch_llama_gpu: float8 converted {converted}, expected the decoder linears {expected}")
+        say(f"float8: torchao {a.float8} recipe on {len(converted)} linears ({len(DECODER_LINEARS)} per layer); "
+            f"embedding and LM head in bf16")
     say(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters; device: {name} x {world}; "
         f"matmul peak measured {peak_measured / 1e12:.1f} TFLOP/s per device")
     # One GPU needs no gradient reduction, and a PyTorch user would not wrap the model.
@@ -169,7 +206,8 @@ def main():
     tokens_per_s = a.global_batch * a.seq / step_s
     flops = training_flops_per_token(a)
     mfu_datasheet = tokens_per_s * flops / (peak_datasheet * world) if peak_datasheet else 0.0
-    say(f"pytorch_gpu compiled={int(a.compile)} gpus={world} tokens_per_s={tokens_per_s:.1f} step_s={step_s:.4f} flops_per_token={flops:.6g} "
+    # float8=RECIPE only on the FP8 peer's line: bench_gpu.sh's bf16 summary reads every field as a number.
+    say(f"pytorch_gpu compiled={int(a.compile)}{'' if a.float8 == 'none' else ' float8=' + a.float8} gpus={world} tokens_per_s={tokens_per_s:.1f} step_s={step_s:.4f} flops_per_token={flops:.6g} "
         f"peak_flops_measured={peak_measured:.6g} peak_flops_datasheet={peak_datasheet:.6g} "
         f"mfu_measured={tokens_per_s * flops / (peak_measured * world):.4f} mfu_datasheet={mfu_datasheet:.4f} "
         f"peak_bytes={int(peak_bytes.item())}", flush=True)
