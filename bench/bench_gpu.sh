@@ -10,6 +10,8 @@
 # Usage: bash bench/bench_gpu.sh [STEPS=30] [SEQS_PER_GPU=8]   (ATOLL_BIN overrides build/bin/atoll;
 #        BENCH_GPU_COMPILE=0 leaves out the torch.compile peer, BENCH_GPU_PEER=0 both peers; extra Atoll overrides in ATOLL_BENCH_SET,
 #        e.g. ATOLL_BENCH_SET="optim.fused=false", to measure a lever against its baseline)
+#        BENCH_GPU_FP8=1: the FP8 benchmark instead (bench/bench_gpu_fp8.sh: Atoll bf16 and fp8 against
+#        torchao float8 + torch.compile, on the 1.04B shape and on four Llama 3 8B layers; STEPS default 20)
 # Exit status: 0 measured; 77 skipped, with one line and no figure, where torch sees no GPU;
 # 1 a run failed (the others are still measured and reported; logs in runs/bench-gpu/).
 set -euo pipefail
@@ -38,6 +40,10 @@ if ! [[ $gpus =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 source bench/common.sh
+if [[ ${BENCH_GPU_FP8:-0} == 1 ]]; then
+  bench_start bench_gpu 20 $warmup "$@"
+  ATOLL_BIN=$atoll ATOLL_PYTHON_BIN=$python exec bash bench/bench_gpu_fp8.sh "$steps"
+fi
 bench_start bench_gpu 30 $warmup "$@"
 seqs=${2:-8}
 compile=${BENCH_GPU_COMPILE:-1}  # 0 leaves out the torch.compile peer (its compilation takes a minute or two)
