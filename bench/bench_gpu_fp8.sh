@@ -12,6 +12,9 @@
 # BENCH_GPU_FP8_LOSS_RECIPES, default tensorwise) for that many steps on the 1.04B shape, the mean
 # loss of the last 20 steps within 1% of bf16's. BENCH_GPU_FP8_SHAPES picks the shapes ("1b
 # 8b_layers"; empty: only the loss check); BENCH_GPU_FP8_PEERS=0 leaves out the torchao runs.
+# Every Atoll run goes first, then the peers (a compilation each); BENCH_GPU_FP8_BUDGET_S=S skips a
+# run that would likely not end within S seconds of the start (an Atoll run counted 45 s, a peer 100 s,
+# a loss run 100 s), so that a time-limited call still ends with the summary of what ran.
 # Expected time on an H100 (estimated from the 2026-11-27 H200 run's bf16 phases, not yet measured:
 # an Atoll run of 20 steps ~25 s, a compiled peer ~50 s of compilation + its steps): both shapes
 # ~6 min (1.04B ~3.5, 8B layers ~2.5), the 300-step loss check ~2.5 min more.
@@ -30,6 +33,7 @@ shapes=${BENCH_GPU_FP8_SHAPES-1b 8b_layers}
 peers=${BENCH_GPU_FP8_PEERS:-1}
 loss_steps=${BENCH_GPU_FP8_LOSS_STEPS:-0}
 loss_recipes=${BENCH_GPU_FP8_LOSS_RECIPES:-tensorwise}
+budget=${BENCH_GPU_FP8_BUDGET_S:-0}
 out=runs/bench-gpu-fp8
 rm -rf "$out"
 mkdir -p "$out"
@@ -51,6 +55,12 @@ shape() {
 }
 
 failed=0
+fits() {  # fits NAME SECONDS: whether a run of about SECONDS still fits the budget (none: always)
+  ((budget == 0 || SECONDS + $2 <= budget)) && return 0
+  echo "== $1: skipped: $((budget - SECONDS)) s of BENCH_GPU_FP8_BUDGET_S=$budget left, the run needs ~$2 s" |
+    tee "$out/$1.skipped"
+  return 1
+}
 run_logged() {  # run_logged LOG COMMAND...: as bench_gpu.sh's: output into LOG, a failure reported, not fatal
   local log=$1 rc=0
   shift
@@ -65,6 +75,7 @@ run_logged() {  # run_logged LOG COMMAND...: as bench_gpu.sh's: output into LOG,
 atoll_run() {  # atoll_run NAME STEPS [--set ...]: Atoll on the current shape, run dir $out/NAME
   local name=$1 n=$2
   shift 2
+  fits "$name" $((n > 100 ? 100 : 45)) || return 0
   echo "== $name: Atoll${*:+ $*}"
   run_logged "$out/$name.log" "$atoll" launch "$config" --set run.dir="$out/$name" --set train.steps="$n" \
     --set train.global_batch="$batch" "$@"
@@ -76,8 +87,12 @@ for s in $shapes; do
   atoll_run "$s-atoll-bf16" "$steps"
   atoll_run "$s-atoll-fp8-tensorwise" "$steps" "${fp8[@]}"
   atoll_run "$s-atoll-fp8-rowwise" "$steps" "${fp8[@]}" --set train.fp8_scaling=rowwise
-  ((peers == 1)) || continue
+done
+for s in $shapes; do
+  ((peers == 1)) || break
+  shape "$s"
   for recipe in tensorwise rowwise; do
+    fits "$s-torchao-$recipe" 100 || continue
     echo "== $s-torchao-$recipe: torchao float8 $recipe + torch.compile"
     run_logged "$out/$s-torchao-$recipe.log" "$python" bench/pytorch_llama_gpu.py "${flags[@]}" \
       --global-batch "$batch" --steps "$steps" --warmup-steps "$warmup" --data data/pydocs/train.bin \
@@ -172,7 +187,9 @@ for s in shapes:
     for name, f in runs.items():
         if f is None:
             log = f"{s}-" + name.lower().replace(" ", "-").replace("+compile", "")
-            if os.path.exists(f"{out}/{log}.log"):
+            if os.path.exists(f"{out}/{log}.skipped"):
+                print(f"{name:27s} skipped: the time budget ran out")
+            elif os.path.exists(f"{out}/{log}.log"):
                 print(f"{name:27s} failed or wrote no figures: see {out}/{log}.log")
             continue
         mfu = f"{100 * f['tps'] * flops / datasheet:.1f}%" if datasheet else "n/a"
