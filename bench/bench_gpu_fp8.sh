@@ -221,13 +221,18 @@ if loss_steps > 0:
     # Both runs see the same batches in the same order from the same initial weights; the mean of the
     # last 20 steps smooths one batch's luck without hiding a drift.
     print(f"\nloss after {loss_steps} steps, 1.04B shape (mean of the last 20 steps; the last step's beside it):")
+    def missing(name):
+        why = "skipped: the time budget ran out" if os.path.exists(f"{out}/{name}.skipped") else \
+            f"failed or wrote no figures: see {out}/{name}.log"
+        print(f"{name}: {why}")
     bf16 = atoll("loss-atoll-bf16")
     if bf16 is None:
-        print(f"Atoll bf16: failed or wrote no figures: see {out}/loss-atoll-bf16.log")
+        missing("loss-atoll-bf16")
     for r in loss_recipes:
         f = atoll(f"loss-atoll-fp8-{r}")
+        if f is None:
+            missing(f"loss-atoll-fp8-{r}")
         if f is None or bf16 is None:
-            print(f"Atoll fp8 {r}: no comparison (see {out}/loss-atoll-fp8-{r}.log)")
             continue
         mb, mf = statistics.mean(bf16["losses"][-20:]), statistics.mean(f["losses"][-20:])
         gap = abs(mf - mb) / mb

@@ -13,11 +13,15 @@
 #   5. bench/bench_gpu.sh: Atoll against eager and compiled PyTorch, and each lever in
 #      ATOLL_GPU_LEVERS measured against Atoll's default in the same run (the kernels, then
 #      train.recompute selective and full: their tokens/s and GPU memory peak against none's);
-#   6. a Kineto profile of two of the benchmark's steps (GPU time by kernel).
+#   6. a Kineto profile of two of the benchmark's steps (GPU time by kernel; ATOLL_GPU_PROFILE_SET adds
+#      overrides, e.g. "train.precision=fp8");
+#   7. the FP8 benchmark (BENCH_GPU_FP8=1 bench/bench_gpu.sh: Atoll bf16 and fp8 against torchao
+#      float8 + torch.compile on the 1.04B shape and four Llama 3 8B layers), within ATOLL_GPU_FP8_S
+#      (default 400); 8. the 300-step loss of fp8 against bf16 on the 1.04B shape.
 # ATOLL_GPU_CHECK_TESTS (a CTest -R pattern) runs only those GPU tests, for ATOLL_GPU_SUITE_S seconds
 # (default 300), then its failed tests once more by themselves, without MPS, for ATOLL_GPU_RERUN_S
-# (default 90). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5) and
-# "profile" (6); all three by default; "build" runs none (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
+# (default 90). ATOLL_GPU_CHECK_PARTS picks what runs after the build: any of "tests" (3 and 4), "bench" (5),
+# "profile" (6), "fp8" (7) and "fp8loss" (8); "tests bench profile" by default; "build" runs none (scripts/gpu_islands.sh builds so). ATOLL_GPU_CHECK_BINARIES names
 # the targets to build (default: atoll, the unit tests and the GPU suite's binaries). A second call
 # on a machine still warm from the first rebuilds only what changed (its dependencies kept, and the
 # unchanged files' times given back: scripts/source_times.py).
@@ -288,9 +292,34 @@ fi
 # 6. Where Atoll's step goes: two steps of the benchmark's run under Kineto (train.profile_start),
 # GPU time by kernel; the trace itself (Perfetto) in the logs.
 if [[ $parts == *" profile "* ]]; then
-  phase profile 90 env BENCH_GPU_PEER=0 ATOLL_BENCH_SET="train.profile_start=8 train.profile_steps=2" \
+  phase profile 90 env BENCH_GPU_PEER=0 \
+    ATOLL_BENCH_SET="train.profile_start=8 train.profile_steps=2${ATOLL_GPU_PROFILE_SET:+ $ATOLL_GPU_PROFILE_SET}" \
     bash bench/bench_gpu.sh 9 8
   profiled=runs/bench-gpu/atoll-1gpu/profile
   sed 's/^/  /' "$profiled/summary.txt" 2>/dev/null | tee -a "$results"
   gzip -c "$profiled/rank-0.json" >"$out/logs/atoll-1b-profile.json.gz" 2>/dev/null
+fi
+# 7. FP8 against bf16 and torchao float8 + torch.compile (bench/bench_gpu_fp8.sh; ~6 min on an H100 by
+# estimate, not yet run): the bench is told the phase's limit, so that it skips what would not fit and
+# still prints its summary; 8. the 300-step loss of fp8 against bf16 (~2.5 min by estimate).
+fp8_summary() {  # LOG: the summary bench_gpu_fp8.sh prints last
+  sed -n '/; median of steps\|^loss after /,$p' "$1"
+}
+fp8_phase() {  # NAME LIMIT ENV...: bench_gpu_fp8.sh under the phase's limit, its figures into results.txt
+  local name=$1 limit=$2 remaining=$(($(left) - 15))
+  shift 2
+  ((limit > remaining)) && limit=$remaining
+  # The bench's budget ends 20 s before the phase's limit: time for its summary (0 would mean none).
+  local budget_s=$((limit > 21 ? limit - 20 : 1))
+  phase "$name" "$limit" env BENCH_GPU_FP8=1 BENCH_GPU_FP8_BUDGET_S=$budget_s "$@" bash bench/bench_gpu.sh 20
+  grep -E "^== .*skipped" "$out/logs/$name.log" | tee -a "$results"
+  fp8_summary "$out/logs/$name.log" | tee -a "$results"
+  # Each run's config, metrics and log (small); the next FP8 phase starts from an empty directory.
+  cp -r runs/bench-gpu-fp8 "$out/logs/$name" 2>/dev/null
+}
+if [[ $parts == *" fp8 "* ]]; then
+  fp8_phase fp8 "${ATOLL_GPU_FP8_S:-400}"
+fi
+if [[ $parts == *" fp8loss "* ]]; then
+  fp8_phase fp8loss 200 BENCH_GPU_FP8_SHAPES= BENCH_GPU_FP8_LOSS_STEPS=300
 fi
