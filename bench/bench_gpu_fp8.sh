@@ -12,9 +12,11 @@
 # BENCH_GPU_FP8_LOSS_RECIPES, default tensorwise) for that many steps on the 1.04B shape, the mean
 # loss of the last 20 steps within 1% of bf16's. BENCH_GPU_FP8_SHAPES picks the shapes ("1b
 # 8b_layers"; empty: only the loss check); BENCH_GPU_FP8_PEERS=0 leaves out the torchao runs.
-# Every Atoll run goes first, then the peers (a compilation each); BENCH_GPU_FP8_BUDGET_S=S skips a
-# run that would likely not end within S seconds of the start (an Atoll run counted 45 s, a peer 100 s,
-# a loss run 100 s), so that a time-limited call still ends with the summary of what ran.
+# Every Atoll run goes first, then the peers (a compilation each), tensorwise on both shapes before
+# rowwise; BENCH_GPU_FP8_BUDGET_S=S skips a run that would likely not end within S seconds of the
+# start (counted: an Atoll run 40 s, a peer 90 s on the 1.04B shape and 70 s on the 8B layers, a loss
+# run 100 s; guesses from the bf16 runs, not measured), so a time-limited call still ends with the
+# summary of what ran.
 # Expected time on an H100 (estimated from the 2026-11-27 H200 run's bf16 phases, not yet measured:
 # an Atoll run of 20 steps ~25 s, a compiled peer ~50 s of compilation + its steps): both shapes
 # ~6 min (1.04B ~3.5, 8B layers ~2.5), the 300-step loss check ~2.5 min more.
@@ -39,15 +41,15 @@ rm -rf "$out"
 mkdir -p "$out"
 
 # shape NAME: the config, the peer's model flags (the summary checks them against the config Atoll
-# resolved), the global batch and the bf16 target.
+# resolved), the global batch and the seconds a peer's run is counted.
 shape() {
   case $1 in
     1b)
-      config=bench/train_gpu_1b.yaml batch=8
+      config=bench/train_gpu_1b.yaml batch=8 peer_s=90
       flags=(--vocab 32000 --dim 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 8192 --seq 2048
         --rope-theta 500000 --tie-embeddings) ;;
     8b_layers)
-      config=bench/train_gpu_8b_layers.yaml batch=2
+      config=bench/train_gpu_8b_layers.yaml batch=2 peer_s=70
       flags=(--vocab 128256 --dim 4096 --layers 4 --heads 32 --kv-heads 8 --ffn 14336 --seq 8192
         --rope-theta 500000) ;;
     *) echo "bench_gpu_fp8: unknown shape '$1' (1b, 8b_layers)" >&2; exit 1 ;;
@@ -75,7 +77,7 @@ run_logged() {  # run_logged LOG COMMAND...: as bench_gpu.sh's: output into LOG,
 atoll_run() {  # atoll_run NAME STEPS [--set ...]: Atoll on the current shape, run dir $out/NAME
   local name=$1 n=$2
   shift 2
-  fits "$name" $((n > 100 ? 100 : 45)) || return 0
+  fits "$name" $((n > 100 ? 100 : 40)) || return 0
   echo "== $name: Atoll${*:+ $*}"
   run_logged "$out/$name.log" "$atoll" launch "$config" --set run.dir="$out/$name" --set train.steps="$n" \
     --set train.global_batch="$batch" "$@"
@@ -88,11 +90,11 @@ for s in $shapes; do
   atoll_run "$s-atoll-fp8-tensorwise" "$steps" "${fp8[@]}"
   atoll_run "$s-atoll-fp8-rowwise" "$steps" "${fp8[@]}" --set train.fp8_scaling=rowwise
 done
-for s in $shapes; do
+for recipe in tensorwise rowwise; do
   ((peers == 1)) || break
-  shape "$s"
-  for recipe in tensorwise rowwise; do
-    fits "$s-torchao-$recipe" 100 || continue
+  for s in $shapes; do
+    shape "$s"
+    fits "$s-torchao-$recipe" "$peer_s" || continue
     echo "== $s-torchao-$recipe: torchao float8 $recipe + torch.compile"
     run_logged "$out/$s-torchao-$recipe.log" "$python" bench/pytorch_llama_gpu.py "${flags[@]}" \
       --global-batch "$batch" --steps "$steps" --warmup-steps "$warmup" --data data/pydocs/train.bin \
