@@ -15,16 +15,10 @@ set(_fix "run: bash scripts/install-deps.sh (or pass -DATOLL_TORCH_PYTHON=/path/
 if(NOT EXISTS "${ATOLL_TORCH_PYTHON}")
   atoll_configure_error("no Python with torch at ${ATOLL_TORCH_PYTHON}; ${_fix}")
 endif()
-execute_process(
-  COMMAND "${ATOLL_TORCH_PYTHON}" -W ignore -c
-    "import torch, torch.utils; print(torch.__version__.split('+')[0]); print(torch.utils.cmake_prefix_path); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.version.cuda or '')"
-  OUTPUT_VARIABLE _probe ERROR_VARIABLE _probe_error RESULT_VARIABLE _probe_status
-  OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT _probe_status EQUAL 0)
-  string(REGEX MATCH "[A-Za-z]*Error[^\n]*" _why "${_probe_error}")
-  atoll_configure_error("${ATOLL_TORCH_PYTHON} cannot import torch (${_why}); ${_fix}")
-endif()
-string(REPLACE "\n" ";" _probe "${_probe}")
+include(AtollPythonProbe)
+atoll_python_probe(_probe torch
+  "import torch, torch.utils; print(torch.__version__.split('+')[0]); print(torch.utils.cmake_prefix_path); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.version.cuda or '')"
+  "${_fix}")
 list(GET _probe 0 ATOLL_TORCH_VERSION)
 list(GET _probe 1 _torch_prefix)
 list(GET _probe 2 _torch_cxx11_abi)

@@ -4,10 +4,12 @@
 #     Gloo's headers (the islands' TCP groups use LibTorch's own Gloo; only the headers come from Debian),
 #     OpenSSL (the islands' job secret: HMAC-SHA256), iproute2 (the islands' tests on shaped links
 #     between network namespaces: ip, tc), SentencePiece (subword tokenizers: atoll tokenizer),
-#     clang 16 with its libFuzzer and sanitizer runtimes and llvm-symbolizer (tests/fuzz/run.sh);
+#     clang 16 with its libFuzzer and sanitizer runtimes and llvm-symbolizer (tests/fuzz/run.sh), zlib and
+#     libzstd (`atoll data prepare` reads .jsonl.gz and .jsonl.zst);
 #   - .venv/ (git-ignored) with the packages pinned in scripts/requirements.txt: the PyTorch wheel,
 #     whose LibTorch the build links (cmake/AtollTorch.cmake finds it there), and the Hugging Face,
-#     TensorBoard and SentencePiece packages the interoperability tests check Atoll's files with.
+#     TensorBoard and SentencePiece packages the interoperability tests check Atoll's files with, and
+#     pyarrow, whose Arrow and Parquet C++ libraries the build links (cmake/AtollArrow.cmake).
 # Idempotent: what is present is kept, so a second run is a quick no-op.
 # ATOLL_PYTHON picks the interpreter the venv is made from (default: python3 on PATH).
 set -euo pipefail
@@ -19,6 +21,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgloo-dev libssl-dev iproute2 libsentencepiece-dev
+  zlib1g-dev libzstd-dev  # compressed JSONL input of `atoll data prepare`
   clang-16 libclang-rt-16-dev llvm-16
   slurmctld slurmd slurm-client munge  # the private Slurm cluster of tests/cli/slurm.sh
 )

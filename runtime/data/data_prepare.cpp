@@ -1,20 +1,22 @@
 #include "runtime/data/data_prepare.h"
 
+#include <glob.h>
+
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <mutex>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
-#include <thread>
 #include <unordered_set>
 
+#include "runtime/data/document_source.h"
 #include "runtime/data/html_text.h"
-#include "runtime/data/token_shard.h"
+#include "runtime/data/prepare_outputs.h"
+#include "runtime/data/side_encoder.h"
 #include "runtime/host/usable_cpus.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_training.h"
@@ -28,6 +30,8 @@ namespace fs = std::filesystem;
 struct Input {
   std::string path;
   std::string origin;  // e.g. " (line 7 of list.txt)"
+  InputFormat format = InputFormat::kText;
+  int64_t bytes = 0;
 };
 
 // A missing or non-regular input is an error rather than a silent gap in the data.
@@ -39,33 +43,49 @@ void check_input(const Input& input) {
                                 " does not exist; check the path");
   if (!fs::is_regular_file(status))
     throw std::invalid_argument("data prepare: input " + input.path + input.origin +
-                                " is not a regular file; pass text files");
+                                " is not a regular file; pass text, JSONL or Parquet files or directories");
 }
 
-std::string read_file(const Input& input) {
-  std::ifstream in(input.path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error("data prepare: cannot read input " + input.path + input.origin +
-                             "; check its permissions");
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw std::runtime_error("data prepare: reading input " + input.path + " failed");
-  return bytes;
+// The files a named input stands for: a directory's files (recursively, in name order, hidden ones
+// left out), a glob's matches (in name order), or the path itself.
+void expand_input(const std::string& path, const std::string& origin, std::vector<Input>& inputs) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    std::vector<std::string> files;
+    for (auto it = fs::recursive_directory_iterator(path, error); !error && it != fs::end(it);
+         it.increment(error)) {
+      if (it->path().filename().string().front() == '.') {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file()) files.push_back(it->path().string());
+    }
+    if (files.empty())
+      throw std::invalid_argument("data prepare: directory " + path + origin +
+                                  " holds no files; check the path");
+    std::sort(files.begin(), files.end());
+    for (const std::string& file : files) inputs.push_back({file, origin});
+    return;
+  }
+  if (path.find_first_of("*?[") != std::string::npos && !fs::exists(path, error)) {
+    glob_t found{};
+    const int status = ::glob(path.c_str(), GLOB_ERR, nullptr, &found);
+    std::vector<std::string> files(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+    ::globfree(&found);
+    if (status != 0 || files.empty())
+      throw std::invalid_argument("data prepare: " + path + origin +
+                                  " matches no file; check the pattern (quote it so that the shell leaves it "
+                                  "to Atoll)");
+    for (const std::string& file : files) inputs.push_back({file, origin});
+    return;
+  }
+  inputs.push_back({path, origin});
 }
 
-// Appends the bytes of the text file to `bytes`; an empty input is an error too.
-void append_file(const Input& input, std::string& bytes) {
-  check_input(input);
-  const size_t before = bytes.size();
-  bytes += read_file(input);
-  if (bytes.size() == before)
-    throw std::invalid_argument("data prepare: input " + input.path + input.origin +
-                                " is empty; check that it was written completely");
-}
-
-// The inputs: options.inputs, then the lines of options.files_from.
+// The inputs: options.inputs, then the lines of options.files_from, each expanded.
 std::vector<Input> inputs_of(const PrepareOptions& options) {
   std::vector<Input> inputs;
-  for (const std::string& path : options.inputs) inputs.push_back({path, ""});
+  for (const std::string& path : options.inputs) expand_input(path, "", inputs);
   if (options.files_from.empty()) return inputs;
   const std::string& list = options.files_from;
   std::error_code error;
@@ -83,79 +103,9 @@ std::vector<Input> inputs_of(const PrepareOptions& options) {
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    inputs.push_back({line, " (line " + std::to_string(number) + " of " + list + ")"});
+    expand_input(line, " (line " + std::to_string(number) + " of " + list + ")", inputs);
   }
   return inputs;
-}
-
-// Runs work(i) for i in [0, count) on `threads` threads; rethrows the failure of the lowest i, so
-// which error is reported does not depend on the threads.
-void parallel_for(size_t count, unsigned threads, const std::function<void(size_t)>& work) {
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> failures(count);
-  const auto run = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
-      try {
-        work(i);
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<size_t>(threads, count); ++t) pool.emplace_back(run);
-  run();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
-}
-
-// Pieces of `text` of about `target` bytes, each ending after a newline where there is one.
-std::vector<std::string_view> pieces_of(std::string_view text, size_t target) {
-  std::vector<std::string_view> pieces;
-  while (!text.empty()) {
-    size_t end = std::min(text.size(), target);
-    if (end < text.size()) {
-      const size_t newline = text.find('\n', end);
-      end = newline == std::string_view::npos ? text.size() : newline + 1;
-    }
-    pieces.push_back(text.substr(0, end));
-    text.remove_prefix(end);
-  }
-  return pieces;
-}
-
-// The tokens of `text`, encoded piece by piece on `threads` threads and concatenated in order.
-// `done` counts the bytes encoded so far (over both shards) for the progress callback.
-std::vector<uint32_t> encode(const Tokenizer& tokenizer, std::string_view text, unsigned threads,
-                             std::atomic<int64_t>& done, int64_t total,
-                             const std::function<void(int64_t, int64_t)>& progress) {
-  const std::vector<std::string_view> pieces = pieces_of(text, size_t{1} << 20);
-  std::vector<std::vector<uint32_t>> encoded(pieces.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const auto work = [&](bool reports) {
-    for (size_t i; (i = next.fetch_add(1)) < pieces.size();) {
-      try {
-        encoded[i] = tokenizer.encode(std::string(pieces[i]));
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failure_mutex);
-        failure = std::current_exception();
-      }
-      done += static_cast<int64_t>(pieces[i].size());
-      if (reports && progress) progress(done, total);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<size_t>(threads, pieces.size()); ++t) pool.emplace_back(work, false);
-  work(true);  // this thread encodes too, and is the one that reports progress
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  if (progress) progress(done, total);
-  std::vector<uint32_t> tokens;
-  for (const std::vector<uint32_t>& piece : encoded) tokens.insert(tokens.end(), piece.begin(), piece.end());
-  return tokens;
 }
 
 uint64_t fnv1a(std::string_view text) {
@@ -166,127 +116,6 @@ uint64_t fnv1a(std::string_view text) {
   }
   return hash;
 }
-
-// The documents mode's text: each side's kept documents, blank lines between them.
-struct DocumentSplit {
-  std::string train, val;
-  DocumentCounts counts;
-};
-
-DocumentSplit split_documents(const std::vector<Input>& inputs, const PrepareOptions& options,
-                              unsigned threads) {
-  for (const Input& input : inputs) check_input(input);  // all of them before reading any
-  // Converted in parallel; everything after is in input order, on this thread.
-  std::vector<std::string> texts(inputs.size());
-  std::vector<char> html(inputs.size(), 0);
-  parallel_for(inputs.size(), threads, [&](size_t i) {
-    const std::string bytes = read_file(inputs[i]);
-    html[i] = looks_like_html(inputs[i].path, bytes);
-    texts[i] = html[i] ? html_to_text(bytes) : normalize_text(bytes);
-  });
-
-  DocumentSplit split;
-  DocumentCounts& counts = split.counts;
-  counts.inputs = static_cast<int64_t>(inputs.size());
-  // A document goes to val when its hash modulo 2^20 falls below this.
-  const uint64_t val_below = static_cast<uint64_t>(options.val_fraction * double(1 << 20));
-  // With dedupe: every distinct document seen, and views of the long lines kept (into those
-  // documents, which the set's nodes keep in place).
-  std::unordered_set<std::string> documents;
-  std::unordered_set<std::string_view> lines;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    counts.html += html[i];
-    std::string text = std::move(texts[i]);
-    if (text.empty()) {
-      ++counts.empty;
-      continue;
-    }
-    if (options.dedupe) {
-      const auto [seen, added] = documents.insert(std::move(text));
-      if (!added) {
-        ++counts.duplicate;
-        continue;
-      }
-      const std::string_view document = *seen;
-      std::string kept;
-      kept.reserve(document.size());
-      for (size_t pos = 0; pos <= document.size();) {
-        size_t end = document.find('\n', pos);
-        if (end == std::string_view::npos) end = document.size();
-        const std::string_view line = document.substr(pos, end - pos);
-        pos = end + 1;
-        if (line.size() >= kDedupeLineBytes && !lines.insert(line).second) {
-          ++counts.duplicate_lines;
-          counts.duplicate_line_bytes += static_cast<int64_t>(line.size());
-          continue;
-        }
-        kept.append(line).push_back('\n');
-      }
-      text = normalize_text(kept);  // lines dropped between blank ones leave runs of them
-      if (text.empty()) {
-        ++counts.emptied;
-        continue;
-      }
-    }
-    const bool val = (fnv1a(text) & ((1u << 20) - 1)) < val_below;
-    std::string& side = val ? split.val : split.train;
-    ++(val ? counts.val : counts.train);
-    if (!side.empty()) side += "\n\n";
-    side += text;
-  }
-  return split;
-}
-
-// The files prepare_shards writes, and out_dir's folders it creates (on the first file): removed
-// again unless kept, so a failure part-way (a tokenizer that does not train, too few tokens)
-// leaves nothing behind.
-class Outputs {
- public:
-  explicit Outputs(std::string dir) : dir_(std::move(dir)) {}
-  Outputs(const Outputs&) = delete;
-  Outputs& operator=(const Outputs&) = delete;
-  ~Outputs() {
-    if (kept_) return;
-    std::error_code ignored;
-    for (auto it = files_.rbegin(); it != files_.rend(); ++it) fs::remove(*it, ignored);
-    for (auto it = folders_.rbegin(); it != folders_.rend(); ++it) fs::remove(*it, ignored);
-  }
-
-  // The path of out_dir/name, which the caller is about to write.
-  std::string add(const std::string& name) {
-    if (!created_) {
-      for (fs::path folder = fs::absolute(dir_); !folder.empty() && !fs::exists(folder);
-           folder = folder.parent_path()) {
-        folders_.insert(folders_.begin(), folder);
-        if (folder == folder.parent_path()) break;
-      }
-      std::error_code error;
-      fs::create_directories(dir_, error);
-      if (error)
-        throw std::runtime_error("data prepare: cannot create " + dir_ + " (" + error.message() +
-                                 "); check the --out path");
-      created_ = true;
-    }
-    const std::string path = (fs::path(dir_) / name).string();
-    files_.push_back(path);
-    return path;
-  }
-  // Writes `bytes` to out_dir/name; returns its path.
-  std::string write(const std::string& name, std::string_view bytes) {
-    const std::string path = add(name);
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw std::runtime_error("data prepare: cannot write " + path + "; check the --out path");
-    return path;
-  }
-  void keep() { kept_ = true; }
-
- private:
-  std::string dir_;
-  bool created_ = false, kept_ = false;
-  std::vector<std::string> files_;
-  std::vector<fs::path> folders_;  // created, outermost first
-};
 
 // As printf's %g: 0.05, 1e-06.
 std::string format_number(double value) {
@@ -301,7 +130,179 @@ std::string format_fixed(double value, int decimals) {
   return buffer;
 }
 
-std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, const Tokenizer& tokenizer) {
+// Input bytes read so far over input bytes in all, for options.progress.
+class Progress {
+ public:
+  Progress(const PrepareOptions& options, const std::vector<Input>& inputs) : report_(options.progress) {
+    for (const Input& input : inputs) total_ += input.bytes;
+  }
+  void update(int64_t in_current) const {
+    if (report_) report_(finished_ + in_current, total_);
+  }
+  void file_done(int64_t bytes) { finished_ += bytes; }
+  void restart() { finished_ = 0; }
+
+ private:
+  std::function<void(int64_t, int64_t)> report_;
+  int64_t total_ = 0, finished_ = 0;
+};
+
+// One side of the split as a pass reads it: its text file (when written), its encoder (when
+// encoding), and its bytes of text.
+struct Side {
+  std::ofstream* text = nullptr;
+  SideEncoder* encoder = nullptr;
+  bool bos = false;  // the encoder frames documents with BOS rather than joining them
+  int64_t bytes = 0;
+  bool started = false;
+
+  // Appends bytes of the joined stream (no document framing).
+  void append(std::string_view bytes_in, int source, int64_t documents) {
+    if (text) text->write(bytes_in.data(), static_cast<std::streamsize>(bytes_in.size()));
+    if (encoder) encoder->add_text(bytes_in, source, documents);
+    bytes += static_cast<int64_t>(bytes_in.size());
+  }
+  // Appends a document: a blank line before it unless first; with BOS framing, encoded alone.
+  void add_document(std::string document, int source) {
+    const std::string_view separator = started ? "\n\n" : "";
+    started = true;
+    if (!bos) {
+      append(separator, source, 0);
+      append(document, source, 1);
+      return;
+    }
+    if (text) {
+      text->write(separator.data(), static_cast<std::streamsize>(separator.size()));
+      text->write(document.data(), static_cast<std::streamsize>(document.size()));
+    }
+    bytes += static_cast<int64_t>(separator.size() + document.size());
+    if (encoder) encoder->add_document(std::move(document), source);
+  }
+};
+
+// With dedupe: every distinct document seen, and views of the long lines kept (into those
+// documents, which the set's nodes keep in place).
+struct Deduplicator {
+  std::unordered_set<std::string> documents;
+  std::unordered_set<std::string_view> lines;
+
+  // The document without lines seen before, "" when it is a duplicate or nothing is left.
+  std::string filter(std::string text, DocumentCounts& counts) {
+    const auto [seen, added] = documents.insert(std::move(text));
+    if (!added) {
+      ++counts.duplicate;
+      return "";
+    }
+    const std::string_view document = *seen;
+    std::string kept;
+    kept.reserve(document.size());
+    for (size_t pos = 0; pos <= document.size();) {
+      size_t end = document.find('\n', pos);
+      if (end == std::string_view::npos) end = document.size();
+      const std::string_view line = document.substr(pos, end - pos);
+      pos = end + 1;
+      if (line.size() >= kDedupeLineBytes && !lines.insert(line).second) {
+        ++counts.duplicate_lines;
+        counts.duplicate_line_bytes += static_cast<int64_t>(line.size());
+        continue;
+      }
+      kept.append(line).push_back('\n');
+    }
+    std::string result = normalize_text(kept);  // lines dropped between blank ones leave runs of them
+    if (result.empty()) ++counts.emptied;
+    return result;
+  }
+};
+
+ReadOptions read_options_of(const PrepareOptions& options) {
+  ReadOptions read;
+  read.text_field = options.text_field;
+  read.skip_bad_records = options.skip_bad_records;
+  return read;
+}
+
+// Documents mode: every document of every input, converted, deduplicated, and sent to its side.
+DocumentCounts read_documents(const std::vector<Input>& inputs, const PrepareOptions& options, Side sides[2],
+                              Progress& progress) {
+  DocumentCounts counts;
+  counts.inputs = static_cast<int64_t>(inputs.size());
+  // A document goes to val when its hash modulo 2^20 falls below this.
+  const uint64_t val_below = static_cast<uint64_t>(options.val_fraction * double(1 << 20));
+  Deduplicator dedupe;
+  const ReadOptions read = read_options_of(options);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::unique_ptr<DocumentReader> reader =
+        open_documents(inputs[i].path, inputs[i].format, read, true);
+    Document document;
+    while (reader->next(document)) {
+      ++counts.records;
+      counts.html += document.html;
+      std::string text = document.html ? html_to_text(document.text) : normalize_text(document.text);
+      progress.update(reader->consumed());
+      if (text.empty()) {
+        ++counts.empty;
+        continue;
+      }
+      if (options.dedupe) {
+        text = dedupe.filter(std::move(text), counts);
+        if (text.empty()) continue;
+      }
+      const bool val = (fnv1a(text) & ((1u << 20) - 1)) < val_below;
+      ++(val ? counts.val : counts.train);
+      sides[val].add_document(std::move(text), static_cast<int>(i));
+    }
+    counts.skipped += reader->skipped();
+    progress.file_done(inputs[i].bytes);
+  }
+  return counts;
+}
+
+// The joined mode: the text files' bytes in order, "\n" between two, the last val_fraction of
+// them to val.
+DocumentCounts read_text(const std::vector<Input>& inputs, const PrepareOptions& options, Side sides[2],
+                         Progress& progress) {
+  int64_t total = static_cast<int64_t>(inputs.size()) - 1;
+  for (const Input& input : inputs) total += input.bytes;
+  const auto val_bytes = static_cast<int64_t>(static_cast<double>(total) * options.val_fraction);
+  const int64_t val_start = total - val_bytes;
+  int64_t position = 0;
+  // Sends `text` to its side, cutting it where val starts.
+  const auto route = [&](std::string_view text, int source, int64_t documents) {
+    const int64_t train_part =
+        std::clamp<int64_t>(val_start - position, 0, static_cast<int64_t>(text.size()));
+    if (train_part > 0) sides[0].append(text.substr(0, static_cast<size_t>(train_part)), source, documents);
+    if (train_part < static_cast<int64_t>(text.size()))
+      sides[1].append(text.substr(static_cast<size_t>(train_part)), source, train_part > 0 ? 0 : documents);
+    position += static_cast<int64_t>(text.size());
+  };
+  const ReadOptions read = read_options_of(options);
+  DocumentCounts counts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) route("\n", static_cast<int>(i), 0);
+    const std::unique_ptr<DocumentReader> reader =
+        open_documents(inputs[i].path, inputs[i].format, read, false);
+    Document block;
+    while (reader->next(block)) {
+      route(block.text, static_cast<int>(i), block.continues ? 0 : 1);
+      progress.update(reader->consumed());
+    }
+    progress.file_done(inputs[i].bytes);
+  }
+  counts.inputs = counts.records = static_cast<int64_t>(inputs.size());
+  return counts;
+}
+
+std::string sources_of(const ShardSummary& shard, const std::vector<Input>& inputs) {
+  std::vector<std::string> names;
+  for (const int source : shard.sources) names.push_back(inputs[static_cast<size_t>(source)].path);
+  std::sort(names.begin(), names.end());
+  std::string text;
+  for (const std::string& name : names) text += " " + name;
+  return text;
+}
+
+std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, const Tokenizer& tokenizer,
+                        const std::vector<Input>& inputs) {
   const DocumentCounts& c = r.documents;
   const auto both = [](int64_t train, int64_t val) {
     return std::to_string(train + val) + " (train " + std::to_string(train) + ", val " + std::to_string(val) +
@@ -309,15 +310,18 @@ std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, c
   };
   std::string text;
   text += "inputs: " + std::to_string(c.inputs) + " (html " + std::to_string(c.html) + ")\n";
-  text += "documents kept: " + both(c.train, c.val) + "\n";
-  text += "empty documents skipped: " + std::to_string(c.empty) + "\n";
-  text += "dedupe: " + std::string(options.dedupe ? "on" : "off") + "\n";
-  text += "duplicate documents dropped: " + std::to_string(c.duplicate) + "\n";
-  text += "documents emptied by dropping duplicate lines: " + std::to_string(c.emptied) + "\n";
-  text += "duplicate lines dropped (of at least " + std::to_string(kDedupeLineBytes) +
-          " bytes): " + std::to_string(c.duplicate_lines) + " (" + std::to_string(c.duplicate_line_bytes) +
-          " bytes)\n";
-  text += "val fraction: " + format_fixed(options.val_fraction, 4) + " (by document)\n";
+  if (options.documents) {
+    text += "documents kept: " + both(c.train, c.val) + "\n";
+    text += "empty documents skipped: " + std::to_string(c.empty) + "\n";
+    text += "dedupe: " + std::string(options.dedupe ? "on" : "off") + "\n";
+    text += "duplicate documents dropped: " + std::to_string(c.duplicate) + "\n";
+    text += "documents emptied by dropping duplicate lines: " + std::to_string(c.emptied) + "\n";
+    text += "duplicate lines dropped (of at least " + std::to_string(kDedupeLineBytes) +
+            " bytes): " + std::to_string(c.duplicate_lines) + " (" + std::to_string(c.duplicate_line_bytes) +
+            " bytes)\n";
+  }
+  text += "val fraction: " + format_fixed(options.val_fraction, 4) +
+          (options.documents ? " (by document)\n" : " (by bytes)\n");
   text += "bytes of text: " + both(r.train_bytes, r.val_bytes) + "\n";
   text += "tokens: " + both(r.train_tokens, r.val_tokens) + "\n";
   text += "bytes per token: " +
@@ -331,6 +335,23 @@ std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, c
                                                  : std::string()) +
           "\n";
   text += "shards: uint" + std::to_string(8 * r.bytes_per_token) + " tokens\n";
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(
+                    fnv1a(tokenizer.serialized().empty() ? kByteTokenizer : tokenizer.serialized())));
+  text += "tokenizer hash: fnv1a-64 " + std::string(hash) + "\n";
+  text += "documents framed: " +
+          std::string(document_bos(tokenizer) >= 0 && options.documents ? "BOS token before each"
+                                                                        : "joined as text") +
+          "\n";
+  text += "records read: " + std::to_string(c.records) +
+          ", bad records skipped: " + std::to_string(c.skipped) + "\n";
+  text += "shard tokens at most: " + std::to_string(options.shard_tokens) + "\n";
+  for (const auto* shards : {&r.train_shards, &r.val_shards})
+    for (const ShardSummary& shard : *shards)
+      text += "shard " + fs::path(shard.path).filename().string() + ": " + std::to_string(shard.tokens) +
+              " tokens, " + std::to_string(shard.documents) + " documents, from" + sources_of(shard, inputs) +
+              "\n";
   return text;
 }
 
@@ -358,6 +379,10 @@ void check_options(const PrepareOptions& options, size_t inputs) {
     throw std::invalid_argument(
         "data prepare: --dedupe works on documents; add --documents (each input one document) or drop "
         "--dedupe");
+  if (options.shard_tokens < 1 || options.shard_tokens > kMaxShardTokens)
+    throw std::invalid_argument("data prepare: --shard-tokens " + std::to_string(options.shard_tokens) +
+                                " is outside [1, " + std::to_string(kMaxShardTokens) +
+                                "] (llm.c shards count tokens in an int32); pick e.g. 1000000000");
   if (options.tokenizer_vocab != 0 &&
       (options.tokenizer_vocab < kMinTrainedVocab || options.tokenizer_vocab > kMaxTrainedVocab))
     throw std::invalid_argument("data prepare: --tokenizer-vocab " + std::to_string(options.tokenizer_vocab) +
@@ -365,9 +390,9 @@ void check_options(const PrepareOptions& options, size_t inputs) {
                                 std::to_string(kMaxTrainedVocab) + "]; pick e.g. 8192");
 }
 
-// Trains options.tokenizer_vocab pieces on `train_text` (in the file `train_text_path`) into `out`.
+// Trains options.tokenizer_vocab pieces on the `train_bytes` of text in `train_text_path` into `out`.
 void train_tokenizer_for(const PrepareOptions& options, const std::string& train_text_path,
-                         std::string_view train_text, const std::string& out) {
+                         int64_t train_bytes, const std::string& out) {
   TokenizerTrainingOptions training;
   training.inputs = {train_text_path};
   training.vocab = options.tokenizer_vocab;
@@ -381,83 +406,122 @@ void train_tokenizer_for(const PrepareOptions& options, const std::string& train
     if (std::string_view(e.what()).find("SentencePiece failed") == std::string_view::npos) throw;
     throw std::invalid_argument("data prepare: training a tokenizer of " +
                                 std::to_string(options.tokenizer_vocab) + " pieces on " +
-                                std::to_string(train_text.size()) + " bytes of text failed (" + e.what() +
+                                std::to_string(train_bytes) + " bytes of text failed (" + e.what() +
                                 "); lower --tokenizer-vocab or add text");
   }
+}
+
+// Opens out_dir/name for writing as an output.
+std::unique_ptr<std::ofstream> open_output(PrepareOutputs& outputs, const std::string& name,
+                                           std::string& path) {
+  path = outputs.add(name);
+  auto out = std::make_unique<std::ofstream>(path, std::ios::binary);
+  if (!*out) throw std::runtime_error("data prepare: cannot write " + path + "; check the --out path");
+  return out;
+}
+
+// Reads every input once, sending each side's text to `sides`.
+DocumentCounts read_pass(const std::vector<Input>& inputs, const PrepareOptions& options, Side sides[2],
+                         Progress& progress) {
+  progress.restart();
+  return options.documents ? read_documents(inputs, options, sides, progress)
+                           : read_text(inputs, options, sides, progress);
+}
+
+// The inputs expanded, each checked and its format known, before anything is written.
+std::vector<Input> checked_inputs(const PrepareOptions& options) {
+  std::vector<Input> inputs = inputs_of(options);
+  check_options(options, inputs.size());
+  for (Input& input : inputs) {
+    check_input(input);
+    input.format = input_format(input.path);
+    input.bytes = static_cast<int64_t>(fs::file_size(input.path));
+    if (holds_records(input.format) && !options.documents)
+      throw std::invalid_argument("data prepare: input " + input.path + input.origin + " is " +
+                                  format_name(input.format) +
+                                  ", whose records are documents; add --documents");
+  }
+  return inputs;
 }
 
 }  // namespace
 
 PrepareResult prepare_shards(const PrepareOptions& options) {
-  const std::vector<Input> inputs = inputs_of(options);
-  check_options(options, inputs.size());
+  const std::vector<Input> inputs = checked_inputs(options);
   const bool trains = options.tokenizer_vocab > 0;
   std::unique_ptr<Tokenizer> tokenizer = trains ? nullptr : load_tokenizer(options.tokenizer);
   const unsigned threads = static_cast<unsigned>(options.threads > 0 ? options.threads : usable_cpus());
+  Progress progress(options, inputs);
 
-  // The text of each side: views into `bytes` (the inputs concatenated) or into `split`.
-  std::string bytes;
-  DocumentSplit split;
-  std::string_view train_text, val_text;
-  if (options.documents) {
-    split = split_documents(inputs, options, threads);
-    const int64_t kept = split.counts.train + split.counts.val;
-    if (split.val.empty() || split.train.empty())
-      throw std::invalid_argument("data prepare: none of the " + std::to_string(kept) +
-                                  " documents kept fell into " + (split.val.empty() ? "val" : "train") +
-                                  " (--val-fraction " + format_number(options.val_fraction) +
-                                  ", by document); " +
-                                  (split.val.empty() ? "add documents or raise --val-fraction"
-                                                     : "add documents or lower --val-fraction"));
-    train_text = split.train;
-    val_text = split.val;
-  } else {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (i > 0) bytes.push_back('\n');
-      append_file(inputs[i], bytes);
-    }
-    const size_t val_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options.val_fraction);
-    train_text = std::string_view(bytes).substr(0, bytes.size() - val_bytes);
-    val_text = std::string_view(bytes).substr(bytes.size() - val_bytes);
-  }
-  const int64_t total = static_cast<int64_t>(train_text.size() + val_text.size());
-
-  Outputs outputs(options.out_dir);
+  PrepareOutputs outputs(options.out_dir);
   PrepareResult result;
-  result.documents = split.counts;
+  Side sides[2];
+  // The text that is tokenized, as files (documents, or a tokenizer to train on it).
+  std::unique_ptr<std::ofstream> texts[2];
   if (options.documents || trains) {
-    result.train_text_path = outputs.write("train.txt", train_text);
-    result.val_text_path = outputs.write("val.txt", val_text);
+    texts[0] = open_output(outputs, "train.txt", result.train_text_path);
+    texts[1] = open_output(outputs, "val.txt", result.val_text_path);
+    for (int side = 0; side < 2; ++side) sides[side].text = texts[side].get();
   }
+  const auto check_sides = [&](const DocumentCounts& counts) {
+    if (!options.documents || (counts.train > 0 && counts.val > 0)) return;
+    const bool no_val = counts.val == 0;
+    throw std::invalid_argument(
+        "data prepare: none of the " + std::to_string(counts.train + counts.val) +
+        " documents kept fell into " + (no_val ? "val" : "train") + " (--val-fraction " +
+        format_number(options.val_fraction) + ", by document); " +
+        (no_val ? "add documents or raise --val-fraction" : "add documents or lower --val-fraction"));
+  };
   if (trains) {
+    // The model is trained on train.txt before a second pass encodes with it.
+    check_sides(read_pass(inputs, options, sides, progress));
+    const int64_t train_bytes = sides[0].bytes;
+    for (int side = 0; side < 2; ++side) {
+      texts[side]->close();
+      if (!*texts[side])
+        throw std::runtime_error("data prepare: cannot write the text files in " + options.out_dir);
+      sides[side] = Side{};
+    }
     const std::string out = outputs.add("tokenizer.model");
-    train_tokenizer_for(options, result.train_text_path, train_text, out);
+    train_tokenizer_for(options, result.train_text_path, train_bytes, out);
     tokenizer = load_tokenizer(out);
     result.tokenizer_path = out;
   }
-  std::atomic<int64_t> done{0};
-  const std::vector<uint32_t> train = encode(*tokenizer, train_text, threads, done, total, options.progress);
-  const std::vector<uint32_t> val = encode(*tokenizer, val_text, threads, done, total, options.progress);
-  // Two tokens are the least that make one (input, target) pair.
-  if (val.size() < 2 || train.size() < 2)
-    throw std::invalid_argument(
-        "data prepare: the inputs hold " + std::to_string(total) +
-        " bytes, too few to split into train and val; add text or change --val-fraction");
 
-  result.train_tokens = static_cast<int64_t>(train.size());
-  result.val_tokens = static_cast<int64_t>(val.size());
-  result.train_bytes = static_cast<int64_t>(train_text.size());
-  result.val_bytes = static_cast<int64_t>(val_text.size());
-  result.vocab = tokenizer->vocab_size();
   // uint16 shards hold ids below 65536: the vocabulary, not the ids that happen to occur, decides.
   const bool wide = tokenizer->vocab_size() > 65536;
+  const auto output = [&](const std::string& name) { return outputs.add(name); };
+  SplitShards train_shards(output, "train", options.shard_tokens, wide);
+  SplitShards val_shards(output, "val", options.shard_tokens, wide);
+  SideEncoder train_encoder(*tokenizer, threads, train_shards), val_encoder(*tokenizer, threads, val_shards);
+  sides[0].encoder = &train_encoder;
+  sides[1].encoder = &val_encoder;
+  for (Side& side : sides) side.bos = options.documents && document_bos(*tokenizer) >= 0;
+  result.documents = read_pass(inputs, options, sides, progress);
+  check_sides(result.documents);
+  train_encoder.finish();
+  val_encoder.finish();
+  for (int side = 0; side < 2 && !trains && texts[side]; ++side) {
+    texts[side]->close();
+    if (!*texts[side])
+      throw std::runtime_error("data prepare: cannot write the text files in " + options.out_dir);
+  }
+  // Two tokens are the least that make one (input, target) pair.
+  if (train_shards.tokens() < 2 || val_shards.tokens() < 2)
+    throw std::invalid_argument(
+        "data prepare: the inputs hold " + std::to_string(sides[0].bytes + sides[1].bytes) +
+        " bytes, too few to split into train and val; add text or change --val-fraction");
+  result.train_shards = train_shards.finish();
+  result.val_shards = val_shards.finish();
+  result.train_path = result.train_shards.front().path;
+  result.val_path = result.val_shards.front().path;
+  result.train_tokens = train_shards.tokens();
+  result.val_tokens = val_shards.tokens();
+  result.train_bytes = sides[0].bytes;
+  result.val_bytes = sides[1].bytes;
+  result.vocab = tokenizer->vocab_size();
   result.bytes_per_token = wide ? 4 : 2;
-  result.train_path = outputs.add("train.bin");
-  write_token_shard(result.train_path, train, wide);
-  result.val_path = outputs.add("val.bin");
-  write_token_shard(result.val_path, val, wide);
-  if (options.documents)
-    result.manifest_path = outputs.write("MANIFEST.txt", manifest_of(result, options, *tokenizer));
+  result.manifest_path = outputs.write("MANIFEST.txt", manifest_of(result, options, *tokenizer, inputs));
   // Last, and not among the outputs removed on failure: it may be the --tokenizer file itself.
   if (!trains && options.tokenizer != kByteTokenizer) {
     result.tokenizer_path = (fs::path(options.out_dir) / "tokenizer.model").string();

@@ -270,6 +270,39 @@ expect_cli_error report_no_metrics 2 "report: $work/not-a-run has no metrics.jso
 expect_cli_error prepare_no_out 2 "missing --out DIR; usage: atoll data prepare" data prepare "$work/text.txt"
 expect_cli_error prepare_missing_input 2 "data prepare: input $work/none.txt does not exist; check the path" \
   data prepare --out "$work/data2" "$work/none.txt"
+# Inputs of `atoll data prepare` as corpora come (JSONL, compressed, Parquet) that it cannot use:
+# one line naming the file and the line or row group, exit 2. venv's Python writes the Parquet file.
+printf '{"text": "a"}\n{"text": "b",}\n' >"$work/bad.jsonl"
+printf '{"content": "a"}\n' >"$work/field.jsonl"
+printf '(\xb5/\xfd this is no zstd frame at all' >"$work/corrupt.jsonl.zst"
+printf '\x1f\x8b\x08\x00garbage, not deflate data' >"$work/corrupt.jsonl.gz"
+printf 'some text\n' | gzip -c >"$work/text.txt.gz"
+printf 'PK\x03\x04 a zip archive' >"$work/archive.zip"
+printf 'caf\xe9 in Latin-1\n' >"$work/latin1.txt"
+"$(dirname "$errors_doc")/../.venv/bin/python" -c 'import sys, pyarrow, pyarrow.parquet as pq; pq.write_table(pyarrow.table({"body": ["a"]}), sys.argv[1])' \
+  "$work/nocolumn.parquet"
+expect_cli_error prepare_bad_json 2 "data prepare: input $work/bad.jsonl line 2 is not JSON \(.*\); fix the line, or pass --skip-bad-records to skip such records" \
+  data prepare --documents --out "$work/data3" "$work/bad.jsonl"
+expect_cli_error prepare_missing_field 2 "data prepare: input $work/field.jsonl line 1 has no field \"text\" \(its fields: content\); pass --text-field NAME to read another field, or pass --skip-bad-records" \
+  data prepare --documents --out "$work/data3" "$work/field.jsonl"
+expect_cli_error prepare_parquet_column 2 "data prepare: input $work/nocolumn.parquet \(Parquet\) has no column \"text\" \(its columns: body\); pass --text-field NAME" \
+  data prepare --documents --out "$work/data3" "$work/nocolumn.parquet"
+expect_cli_error prepare_corrupt_zst 2 "data prepare: input $work/corrupt.jsonl.zst has a corrupt zstd frame \(.*\) near compressed byte [0-9]+; check it with .zstd -t. and re-download or recompress it" \
+  data prepare --documents --out "$work/data3" "$work/corrupt.jsonl.zst"
+expect_cli_error prepare_corrupt_gzip 2 "data prepare: input $work/corrupt.jsonl.gz is corrupt \(zlib: .*\) near compressed byte [0-9]+; check it with .gzip -t." \
+  data prepare --documents --out "$work/data3" "$work/corrupt.jsonl.gz"
+expect_cli_error prepare_gzip_text 2 "data prepare: input $work/text.txt.gz is gzip-compressed, which Atoll reads as JSONL only \(named .jsonl.gz\); decompress it" \
+  data prepare --out "$work/data3" "$work/text.txt.gz"
+expect_cli_error prepare_binary 2 "data prepare: input $work/archive.zip is a zip file, not a format Atoll reads; Atoll reads UTF-8 text, HTML, JSONL" \
+  data prepare --out "$work/data3" "$work/archive.zip"
+expect_cli_error prepare_not_utf8 2 "data prepare: input $work/latin1.txt is not UTF-8 text \(byte 0xe9 at offset 3\); Atoll reads UTF-8 text" \
+  data prepare --out "$work/data3" "$work/latin1.txt"
+expect_cli_error prepare_records_need_documents 2 "data prepare: input $work/field.jsonl is JSONL, whose records are documents; add --documents" \
+  data prepare --out "$work/data3" "$work/field.jsonl"
+expect_cli_error prepare_glob_none 2 "data prepare: $work/none-\*.jsonl matches no file; check the pattern" \
+  data prepare --documents --out "$work/data3" "$work/none-*.jsonl"
+expect_cli_error prepare_shard_tokens 2 "data prepare: --shard-tokens 0 is outside \[1, 2147483647\]" \
+  data prepare --shard-tokens 0 --out "$work/data3" "$work/text.txt"
 expect_cli_error outer_rendezvous 2 "config: outer.rendezvous = 'nohost' is not HOST:PORT; give outer.rendezvous as HOST:PORT" \
   plan "$work/tiny.yaml" --set outer.rendezvous=nohost --set outer.island=0
 expect_cli_error outer_island 2 "config: outer.island = -1 must name this job's island, 0 to 0 \(parallel.islands is the number of islands\); pass --set outer.island=I" \

@@ -235,7 +235,10 @@ TEST_F(PrepareByteShards, RejectsBadInputWithOneLine) {
   expect_contains(prepare_error({text, path("nope.txt")}, 0.1),
                   {"input " + path("nope.txt") + " does not exist"});
   expect_contains(prepare_error({write_file("empty.txt", ""), text}, 0.1), {"empty.txt is empty"});
-  expect_contains(prepare_error({dir_.string()}, 0.1), {"is not a regular file"});
+  expect_contains(prepare_error({"/dev/null"}, 0.1), {"is not a regular file"});
+  fs::create_directory(path("nothing"));
+  expect_contains(prepare_error({path("nothing")}, 0.1),
+                  {"directory " + path("nothing") + " holds no files"});
   expect_contains(prepare_error({}, 0.1), {"no input files"});
   for (double fraction : {0.0, 1.0, -0.5, 1.5, std::nan("")})
     expect_contains(prepare_error({text}, fraction), {"--val-fraction", "between 0 and 1"});
@@ -479,7 +482,7 @@ TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
   EXPECT_EQ(read_text(plain_result.train_text_path) + read_text(plain_result.val_text_path),
             read_text(files[0]) + "\n" + read_text(files[1]));
   EXPECT_TRUE(fs::exists(path("plain/tokenizer.model")));
-  EXPECT_TRUE(plain_result.manifest_path.empty());
+  EXPECT_EQ(plain_result.manifest_path, path("plain/MANIFEST.txt"));
 }
 
 TEST_F(PrepareDocuments, RejectsBadInputWithOneLineAndWritesNothing) {
@@ -505,7 +508,7 @@ TEST_F(PrepareDocuments, RejectsBadInputWithOneLineAndWritesNothing) {
   const std::string list = write_file("list.txt", text + "\n" + path("gone.txt") + "\n");
   expect_contains(error([&](PrepareOptions& o) { o.files_from = list; }),
                   {"input " + path("gone.txt") + " (line 2 of " + list + ") does not exist; check the path"});
-  const std::string folder_list = write_file("folders.txt", dir_.string() + "\n");
+  const std::string folder_list = write_file("devices.txt", "/dev/null\n");
   expect_contains(error([&](PrepareOptions& o) { o.files_from = folder_list; }), {"is not a regular file"});
   for (int vocab : {-5, 100, 259, 1'048'577})
     expect_contains(error([&](PrepareOptions& o) { o.tokenizer_vocab = vocab; }),

@@ -1,0 +1,61 @@
+// Encodes one side of `atoll data prepare` (train or val) as its text arrives, a batch of pieces at a
+// time on `threads` threads, into SplitShards -- never the whole side in memory.
+//
+// Two ways to frame documents, as the tokenizer's family expects:
+//   joined  (bytes, SentencePiece): the side is one text -- documents with a blank line between
+//           them, or files with a newline -- encoded in pieces of about kPieceBytes, each cut after
+//           a newline, exactly as if the whole text were cut at once;
+//   bos     (Llama 3's tiktoken BPE, tokenizer.json with a BOS token): each document is encoded on
+//           its own, its tokens after the BOS token.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/data/split_shards.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace atl::runtime {
+
+constexpr size_t kPieceBytes = size_t{1} << 20;
+
+// The BOS token each document starts with, or -1 when documents are joined as text.
+int document_bos(const Tokenizer& tokenizer);
+
+class SideEncoder {
+ public:
+  SideEncoder(const Tokenizer& tokenizer, unsigned threads, SplitShards& shards);
+  // Joined framing: more of the side's text, from input `source`; `documents` start in it.
+  void add_text(std::string_view text, int source, int64_t documents);
+  // BOS framing: one whole document from input `source`.
+  void add_document(std::string text, int source);
+  // Encodes what is left (the text after the last cut).
+  void finish();
+
+ private:
+  struct Piece {
+    std::string text;
+    std::vector<int> sources;
+    int64_t documents = 0;
+    bool bos = false;
+  };
+  void cut_pieces();
+  void queue(Piece piece);
+  void encode_batch();
+
+  const Tokenizer& tokenizer_;
+  unsigned threads_;
+  SplitShards& shards_;
+  int bos_;
+  // Joined framing: text not yet cut into a piece, with where each source's bytes start in it.
+  std::string pending_;
+  std::vector<std::pair<size_t, int>> pending_sources_;
+  int64_t pending_documents_ = 0;
+  size_t scanned_ = 0;  // bytes of pending_ past kPieceBytes known to hold no newline
+  std::vector<Piece> batch_;
+  size_t batch_bytes_ = 0;
+};
+
+}  // namespace atl::runtime
