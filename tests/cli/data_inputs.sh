@@ -27,17 +27,22 @@ same() {
   done
 }
 
+# Each format's run, two at a time (most of a run is the process starting), then the checks.
 for tokenizer in bytes llama3; do
   model=bytes
   [[ $tokenizer == llama3 ]] && model=$llama3
-  prepare "text-$tokenizer" "$work/in/docs" --tokenizer "$model" || check fail "$tokenizer: the text files" "$work/text-$tokenizer.log"
   inputs="c.jsonl c.jsonl.gz c.jsonl.zst c.parquet"
   [[ $tokenizer == llama3 ]] && inputs="c.jsonl.zst c.parquet"  # the framing is the tokenizer's, not the format's
+  prepare "text-$tokenizer" "$work/in/docs" --tokenizer "$model" || check fail "$tokenizer: the text files" "$work/text-$tokenizer.log"
   for input in $inputs; do
     field=text
     [[ $input == c.parquet ]] && field=content
-    prepare "$input-$tokenizer" "$work/in/$input" --tokenizer "$model" --text-field $field &&
-      same "text-$tokenizer" "$input-$tokenizer" &&
+    while (($(jobs -rp | wc -l) >= 2)); do wait -n; done
+    { prepare "$input-$tokenizer" "$work/in/$input" --tokenizer "$model" --text-field $field; echo $? >"$work/$input-$tokenizer.status"; } &
+  done
+  wait
+  for input in $inputs; do
+    [[ $(cat "$work/$input-$tokenizer.status") == 0 ]] && same "text-$tokenizer" "$input-$tokenizer" &&
       check ok "$tokenizer: $input gives the text files' shards byte for byte" ||
       check fail "$tokenizer: $input gives the text files' shards byte for byte" "$work/$input-$tokenizer.log"
   done
