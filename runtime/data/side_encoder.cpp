@@ -23,8 +23,9 @@ SideEncoder::SideEncoder(const Tokenizer& tokenizer, unsigned threads, SplitShar
 void SideEncoder::add_text(std::string_view text, int source, int64_t documents) {
   if (pending_sources_.empty() || pending_sources_.back().second != source)
     pending_sources_.emplace_back(pending_.size(), source);
+  pending_document_starts_.insert(pending_document_starts_.end(), static_cast<size_t>(documents),
+                                  pending_.size());
   pending_.append(text);
-  pending_documents_ += documents;
   cut_pieces();
 }
 
@@ -33,7 +34,7 @@ void SideEncoder::add_document(std::string text, int source) {
 }
 
 // Cuts pieces off pending_ as the whole text would be cut: after the first newline at or past
-// kPieceBytes from the piece's start. The documents are counted in the first piece they reach.
+// kPieceBytes from the piece's start. A document counts in the piece its first byte is in.
 void SideEncoder::cut_pieces() {
   while (pending_.size() > kPieceBytes) {
     const size_t newline = pending_.find('\n', std::max(kPieceBytes, scanned_));
@@ -44,8 +45,12 @@ void SideEncoder::cut_pieces() {
     const size_t cut = newline + 1;
     Piece piece;
     piece.text = pending_.substr(0, cut);
-    piece.documents = pending_documents_;
-    pending_documents_ = 0;
+    std::vector<size_t> later;
+    for (const size_t start : pending_document_starts_) {
+      if (start < cut) ++piece.documents;
+      if (start >= cut) later.push_back(start - cut);
+    }
+    pending_document_starts_ = std::move(later);
     std::vector<std::pair<size_t, int>> rest;
     for (const auto& [start, source] : pending_sources_) {
       if (start < cut) piece.sources.push_back(source);
@@ -97,11 +102,11 @@ void SideEncoder::finish() {
   if (!pending_.empty()) {
     Piece piece;
     piece.text = std::move(pending_);
-    piece.documents = pending_documents_;
+    piece.documents = static_cast<int64_t>(pending_document_starts_.size());
     for (const auto& entry : pending_sources_) piece.sources.push_back(entry.second);
     pending_.clear();
     pending_sources_.clear();
-    pending_documents_ = 0;
+    pending_document_starts_.clear();
     queue(std::move(piece));
   }
   if (!batch_.empty()) encode_batch();

@@ -49,10 +49,11 @@ class SideEncoder {
   unsigned threads_;
   SplitShards& shards_;
   int bos_;
-  // Joined framing: text not yet cut into a piece, with where each source's bytes start in it.
+  // Joined framing: text not yet cut into a piece, with where each source's bytes and each document
+  // start in it.
   std::string pending_;
   std::vector<std::pair<size_t, int>> pending_sources_;
-  int64_t pending_documents_ = 0;
+  std::vector<size_t> pending_document_starts_;  // offsets in pending_
   size_t scanned_ = 0;  // bytes of pending_ past kPieceBytes known to hold no newline
   std::vector<Piece> batch_;
   size_t batch_bytes_ = 0;

@@ -64,7 +64,9 @@ joined() { for f in "$@"; do tail -c +1025 "$f"; done; }
   cmp -s <(joined "$work/sharded"/val-*.bin) <(joined "$work/text-llama3/val.bin") &&
   [[ $(grep -c "^shard train-000[0-9][0-9].bin: [0-9]* tokens, [0-9]* documents, from $work/in/c.jsonl.zst$" \
     "$work/sharded/MANIFEST.txt") -eq $count ]] &&
-  check ok "--shard-tokens 150: $count numbered train shards with the single shard's tokens, each in MANIFEST.txt" ||
+  [[ $(($(sed -n 's/^shard train-.* tokens, \([0-9]*\) documents.*/\1/p' "$work/sharded/MANIFEST.txt" | paste -sd+))) -eq \
+    $(sed -n 's/^documents kept: .*(train \([0-9]*\),.*/\1/p' "$work/sharded/MANIFEST.txt") ]] &&
+  check ok "--shard-tokens 150: $count numbered train shards with the single shard's tokens, each in MANIFEST.txt with its documents" ||
   check fail "--shard-tokens 150: numbered shards with the single shard's tokens" "$work/sharded/MANIFEST.txt"
 # Every shard but the last of a side holds exactly 150 tokens (llm.c header's count, bytes 8-11).
 full=$(for f in "$work/sharded"/train-*.bin; do od -An -t d4 -j 8 -N 4 "$f"; done | head -n -1 | sort -u | tr -d ' ')
