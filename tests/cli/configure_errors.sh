@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Configure-time checks of cmake/AtollTorch.cmake: a real `cmake` configure of this source tree
-# with ATOLL_TORCH_PYTHON pointing at each thing that can be wrong -- no interpreter, one without
-# torch, a torch too old or too new, a pre-C++11-ABI wheel -- stops with exactly one "Atoll:" line
+# Configure-time checks of cmake/AtollTorch.cmake and AtollArrow.cmake: a real `cmake` configure of
+# this source tree with ATOLL_TORCH_PYTHON pointing at each thing that can be wrong -- no
+# interpreter, one without torch, a torch too old or too new, a pre-C++11-ABI wheel, no pyarrow --
+# stops with exactly one "Atoll:" error line
 # naming what was found and the command that fixes it. The stand-in interpreters are shell scripts
 # that answer the module's one question (version, cmake prefix, ABI, CUDA) as such a torch would.
-# Then the real venv configures and prints the LibTorch it uses.
+# Then the real venv configures and prints the LibTorch and the Arrow it uses.
 # Usage: configure_errors.sh SOURCE_DIR REAL_PYTHON
 set -uo pipefail
 source_dir=$1
@@ -37,7 +38,7 @@ expect_configure_error() {
   timeout 120 cmake -S "$source_dir" -B "$work/build-$name" -G Ninja -DATOLL_BUILD_TESTS=OFF \
     -DATOLL_BUILD_BENCH=OFF -DATOLL_TORCH_PYTHON="$python" "$@" >"$work/$name.log" 2>&1
   local status=$? lines count
-  lines=$(grep -c "Atoll: " "$work/$name.log")
+  lines=$(grep -c "^Atoll: " "$work/$name.log")  # error lines; status lines read "-- Atoll: ..."
   count=$(grep -cE "$regex" "$work/$name.log")
   if [[ $status -eq 1 && $lines -eq 1 && $count -eq 1 ]]; then
     check ok "$name: configure fails with one line: $(grep -oE "Atoll: .*" "$work/$name.log" | cut -c1-140)"
@@ -60,11 +61,21 @@ expect_configure_error pre_cxx11_abi "$work/torch_old_abi" \
 expect_configure_error cuda_option "$real_python" \
   "Atoll: ATOLL_WITH_CUDA=maybe is not one of AUTO, ON, OFF; pass -DATOLL_WITH_CUDA=AUTO" -DATOLL_WITH_CUDA=maybe
 
-# The real venv: configure succeeds and names the LibTorch it found.
+# The real venv's torch, but no pyarrow (whose Arrow and Parquet libraries the build links).
+cat >"$work/no_pyarrow" <<EOF
+case "\$*" in *"import pyarrow"*) echo "ModuleNotFoundError: No module named 'pyarrow'" >&2; exit 1;; esac
+exec "$real_python" "\$@"
+EOF
+chmod +x "$work/no_pyarrow"
+expect_configure_error no_pyarrow "$work/no_pyarrow" \
+  "Atoll: .*no_pyarrow cannot import pyarrow \(ModuleNotFoundError: No module named 'pyarrow'\); run: bash scripts/install-deps.sh"
+
+# The real venv: configure succeeds and names the LibTorch (and Arrow) it found.
 timeout 300 cmake -S "$source_dir" -B "$work/build-good" -G Ninja -DATOLL_BUILD_TESTS=OFF -DATOLL_BUILD_BENCH=OFF \
   -DATOLL_TORCH_PYTHON="$real_python" >"$work/good.log" 2>&1
 status=$?
-if [[ $status -eq 0 ]] && grep -qE "Atoll: LibTorch 2\.1[1-4]\.[0-9]+ \((CUDA [0-9.]+|CPU build)\) from " "$work/good.log"; then
+if [[ $status -eq 0 ]] && grep -qE "Atoll: LibTorch 2\.1[1-4]\.[0-9]+ \((CUDA [0-9.]+|CPU build)\) from " "$work/good.log" &&
+  grep -qE "Atoll: Arrow/Parquet [0-9.]+ from " "$work/good.log"; then
   check ok "real venv: $(grep -oE "Atoll: LibTorch .*" "$work/good.log")"
 else
   check fail "real venv: exit $status"
