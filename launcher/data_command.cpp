@@ -89,7 +89,8 @@ int data_command(const Args& args) {
            "--files-from LIST  more input files, one path a line (blank lines ignored).\n"
            "--text-field NAME  the JSONL field / Parquet column holding the text (default text).\n"
            "--skip-bad-records skip and count records that are not JSON, lack the text field or\n"
-           "                   are not UTF-8, rather than stopping; damaged files still stop the run.\n"
+           "                   are not UTF-8 (with --documents: text files too), rather than stopping;\n"
+           "                   damaged files still stop the run.\n"
            "--shard-tokens N   the most tokens in one shard (default "
         << runtime::kDefaultShardTokens
         << "); a side with more is written as\n"

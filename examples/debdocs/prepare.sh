@@ -126,7 +126,8 @@ for entry in "${packages[@]}"; do
 done
 
 echo "debdocs: $(wc -l <"$work/files.txt") documents; atoll data prepare (HTML to text, dedupe, split by document, a $vocab-piece tokenizer)"
-"$atoll" data prepare --documents --dedupe --tokenizer-vocab "$vocab" --val-fraction 0.02 \
+# A page that is not UTF-8 is left out and counted (MANIFEST.txt), not tokenized as raw bytes.
+"$atoll" data prepare --documents --dedupe --skip-bad-records --tokenizer-vocab "$vocab" --val-fraction 0.02 \
   --out "$out_dir" --files-from "$work/files.txt"
 {
   echo "# Debian 12 packages the corpus was made from: name, version, the .deb's SHA-256, documents and bytes taken"

@@ -110,7 +110,7 @@ std::unique_ptr<DocumentReader> open_documents(const std::string& path, InputFor
                                                const ReadOptions& options, bool whole_files) {
   switch (format) {
     case InputFormat::kText:
-      return open_text_documents(path, whole_files);
+      return open_text_documents(path, whole_files, options.skip_bad_records);
     case InputFormat::kJsonl:
       return open_jsonl_documents(path, open_file_stream(path), options);
     case InputFormat::kJsonlGzip:

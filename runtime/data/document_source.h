@@ -19,8 +19,9 @@ namespace atl::runtime {
 
 struct ReadOptions {
   std::string text_field = "text";  // JSONL field, Parquet column
-  // A bad record (a line that is not JSON, has no string `text_field`, is not UTF-8; a null value)
-  // is skipped and counted instead of stopping the run. Damage to a whole file is never skipped.
+  // A bad record (a line that is not JSON, has no string `text_field`, is not UTF-8; a null value;
+  // in documents mode a text file that is not UTF-8) is skipped and counted instead of stopping the
+  // run. Damage to a whole file (corrupt compression, a missing column) is never skipped.
   bool skip_bad_records = false;
 };
 

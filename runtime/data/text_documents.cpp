@@ -12,8 +12,8 @@ namespace {
 
 class TextDocuments : public DocumentReader {
  public:
-  TextDocuments(const std::string& path, bool whole_file)
-      : path_(path), stream_(open_file_stream(path)), whole_file_(whole_file) {}
+  TextDocuments(const std::string& path, bool whole_file, bool skip_bad_records)
+      : path_(path), stream_(open_file_stream(path)), whole_file_(whole_file), skip_bad_(skip_bad_records) {}
 
   bool next(Document& document) override {
     if (done_) return false;
@@ -40,7 +40,13 @@ class TextDocuments : public DocumentReader {
         document.text.resize(cut);
       }
     }
-    check_utf8_text(document.text, "input " + path_, offset_);
+    try {
+      check_utf8_text(document.text, "input " + path_, offset_);
+    } catch (const std::invalid_argument&) {
+      if (!(whole_file_ && skip_bad_)) throw;
+      skipped_ = 1;
+      return false;
+    }
     offset_ += static_cast<int64_t>(document.text.size());
     document.html = looks_like_html(path_, document.text) && blocks_ == 0;
     ++blocks_;
@@ -48,6 +54,7 @@ class TextDocuments : public DocumentReader {
     return true;
   }
   int64_t consumed() const override { return stream_->consumed(); }
+  int64_t skipped() const override { return skipped_; }
 
  private:
   // Appends bytes until `text` holds `limit` or the file ends.
@@ -64,9 +71,9 @@ class TextDocuments : public DocumentReader {
 
   std::string path_;
   std::unique_ptr<ByteStream> stream_;
-  bool whole_file_, ended_ = false, done_ = false;
+  bool whole_file_, skip_bad_, ended_ = false, done_ = false;
   std::string carry_;
-  int64_t blocks_ = 0, offset_ = 0;
+  int64_t blocks_ = 0, offset_ = 0, skipped_ = 0;
 };
 
 }  // namespace
@@ -82,8 +89,9 @@ void check_utf8_text(std::string_view text, const std::string& where, int64_t of
                               "Parquet: convert it (e.g. iconv -t UTF-8) or leave it out");
 }
 
-std::unique_ptr<DocumentReader> open_text_documents(const std::string& path, bool whole_file) {
-  return std::make_unique<TextDocuments>(path, whole_file);
+std::unique_ptr<DocumentReader> open_text_documents(const std::string& path, bool whole_file,
+                                                    bool skip_bad_records) {
+  return std::make_unique<TextDocuments>(path, whole_file, skip_bad_records);
 }
 
 }  // namespace atl::runtime

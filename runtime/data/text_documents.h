@@ -10,8 +10,10 @@ namespace atl::runtime {
 
 // whole_file: the file is one Document, read whole; otherwise blocks of about kTextBlockBytes, all
 // but the first marked `continues`. An empty file is std::invalid_argument when read in blocks (the
-// joined stream would have a gap); read whole it is one empty document.
-std::unique_ptr<DocumentReader> open_text_documents(const std::string& path, bool whole_file);
+// joined stream would have a gap); read whole it is one empty document. Read whole, the file is a
+// record: with skip_bad_records, one that is not UTF-8 is skipped (no document) and counted.
+std::unique_ptr<DocumentReader> open_text_documents(const std::string& path, bool whole_file,
+                                                    bool skip_bad_records);
 
 // Throws std::invalid_argument naming `where` unless `text` is UTF-8 without NUL bytes: the
 // refusal of binary input. `offset` is where `text` starts in the file, for the message.

@@ -194,6 +194,12 @@ TEST_F(DataInputs, TextFilesInBlocksCutAfterNewlinesAndRefuseBinary) {
   EXPECT_TRUE(joined == text);
   const std::string error = error_of(write_file("nul.txt", std::string("text\0more", 9)));
   EXPECT_TRUE(has(error, "is not UTF-8 text (byte 0x00 at offset 4)")) << error;
+  // Read whole (documents mode) a file is a record: skipped and counted with skip_bad_records.
+  ReadOptions skip;
+  skip.skip_bad_records = true;
+  int64_t skipped = 0;
+  EXPECT_TRUE(documents(write_file("latin1.html", "<p>caf\xe9</p>"), skip, &skipped).empty());
+  EXPECT_EQ(skipped, 1);
 }
 
 TEST_F(DataInputs, SplitShardsWritesWhatWriteTokenShardWritesAndNumbersThemWhenFull) {
