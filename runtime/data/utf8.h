@@ -6,10 +6,10 @@
 
 namespace atl::runtime {
 
-// The offset of the first byte that does not belong to a well-formed UTF-8 sequence (overlong
-// forms, surrogates and code points above U+10FFFF included), or text.size() when all is valid. A
-// sequence cut short by the end of `text` is invalid too; NUL bytes are valid UTF-8 but not text,
-// and are reported as well.
+// The offset of the first byte that does not belong to a well-formed UTF-8 sequence
+// (invalid_utf8_offset of runtime/tokenizer/utf8.h: overlong forms, surrogates, code points above
+// U+10FFFF and a sequence cut short by the end of `text`) or is a NUL (valid UTF-8 but not text), or
+// text.size() when all is valid.
 size_t invalid_utf8_at(std::string_view text);
 
 // The length of the longest prefix of `text` that ends on a character boundary (drops at most 3
