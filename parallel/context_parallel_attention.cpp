@@ -1,0 +1,220 @@
+#include "parallel/context_parallel_attention.h"
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parallel/context_pointer.h"
+
+namespace atl::parallel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Tags of the ring's two kinds of message, so that a rank's K/V and the gradients travelling
+// behind them can never be matched with each other.
+constexpr int kKeyValueTag = 0;
+constexpr int kGradientTag = 1;
+
+// How the queries of one chunk see the keys of another under the causal mask: every key of an
+// earlier chunk, the keys up to their own position in their own chunk, none of a later chunk.
+enum class Visibility { kNone, kCausal, kFull };
+
+Visibility visibility(int64_t query_chunk, int64_t key_chunk) {
+  if (key_chunk > query_chunk) return Visibility::kNone;
+  return key_chunk == query_chunk ? Visibility::kCausal : Visibility::kFull;
+}
+
+// The ring of the group: each rank passes to the next and receives from the one before.
+class Ring {
+ public:
+  explicit Ring(comm::Communicator& group)
+      : group_(group),
+        next_((group.rank() + 1) % group.size()),
+        prev_((group.rank() + group.size() - 1) % group.size()) {}
+
+  // Starts sending `outgoing` to the next rank and receiving as many tensors like them from the one
+  // before into `incoming` (allocated here).
+  comm::WorkPtr pass(const std::vector<at::Tensor>& outgoing, std::vector<at::Tensor>& incoming, int tag) {
+    std::vector<comm::P2POp> ops;
+    incoming.clear();
+    for (const at::Tensor& tensor : outgoing) {
+      incoming.push_back(at::empty_like(tensor));
+      ops.push_back({comm::P2POp::Kind::kSend, tensor, next_, tag});
+      ops.push_back({comm::P2POp::Kind::kRecv, incoming.back(), prev_, tag});
+    }
+    return group_.batch_p2p(ops);
+  }
+
+ private:
+  comm::Communicator& group_;
+  int next_, prev_;
+};
+
+// K/V heads repeated for their query heads (grouped-query attention), and the gradient of that.
+at::Tensor expand_heads(const at::Tensor& kv, int64_t groups) {
+  return groups == 1 ? kv : kv.repeat_interleave(groups, 1);
+}
+
+at::Tensor reduce_heads(const at::Tensor& grad, int64_t groups) {
+  if (groups == 1) return grad;
+  const auto s = grad.sizes();
+  return grad.view({s[0], s[1] / groups, groups, s[2], s[3]}).sum(2);
+}
+
+at::Tensor chunk_of(const at::Tensor& local, int64_t index) {
+  const int64_t chunk = local.size(2) / 2;
+  return local.narrow(2, index * chunk, chunk);
+}
+
+// Adds a block's partial attention (its output and the log-sum-exp of its scores, per query) to
+// the running one: both outputs weighted by their share of the combined softmax denominator.
+void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, const at::Tensor& block_lse) {
+  const at::Tensor block_out32 = block_out.to(at::kFloat), block_lse32 = block_lse.to(at::kFloat);
+  if (!out.defined()) {
+    out = block_out32.clone();
+    lse = block_lse32.clone();
+    return;
+  }
+  const at::Tensor merged = at::logaddexp(lse, block_lse32);
+  out = out * (lse - merged).exp().unsqueeze(-1) + block_out32 * (block_lse32 - merged).exp().unsqueeze(-1);
+  lse = merged;
+}
+
+// The blocks one ring step computes: every pair of (this rank's query chunk, the visiting K/V's
+// chunk) that the causal mask leaves non-empty.
+template <typename Compute>
+void for_each_block(const std::array<int64_t, 2>& query_chunks, const std::array<int64_t, 2>& key_chunks,
+                    Compute&& compute) {
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b) {
+      const Visibility seen = visibility(query_chunks[a], key_chunks[b]);
+      if (seen != Visibility::kNone) compute(a, b, seen == Visibility::kCausal);
+    }
+}
+
+class RingAttention : public torch::autograd::Function<RingAttention> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, comm::Communicator* group, bool load_balanced) {
+    const int cp = group->size(), rank = group->rank();
+    const int64_t groups = q.size(1) / k.size(1);
+    const auto mine = context_chunks(cp, rank, load_balanced);
+    Ring ring(*group);
+    const std::shared_ptr<void> progress = cp > 1 ? group->progress_in_background() : nullptr;
+
+    std::array<at::Tensor, 2> out, lse;
+    std::vector<at::Tensor> kv{k.contiguous(), v.contiguous()}, next_kv;
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (rank - step + cp) % cp;
+      const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
+      const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
+      for_each_block(mine, context_chunks(cp, owner, load_balanced), [&](int64_t a, int64_t b, bool causal) {
+        const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
+            chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b), /*dropout_p=*/0.0, causal);
+        merge_block(out[a], lse[a], block_out, block_lse);
+      });
+      if (arriving) {
+        arriving->wait();
+        kv = std::move(next_kv);
+      }
+    }
+    const at::Tensor result = at::cat({out[0], out[1]}, 2).to(q.scalar_type());
+    ctx->save_for_backward({q, k, v, result, at::cat({lse[0], lse[1]}, 2)});
+    save_pointer(ctx, "group", group);
+    ctx->saved_data["load_balanced"] = load_balanced;
+    return result;
+  }
+
+  // Each block's gradients from the whole sequence's output and log-sum-exp: the softmax of the
+  // block's scores against the complete denominator is exactly its share of the attention.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    auto* group = saved_pointer<comm::Communicator>(ctx, "group");
+    const bool load_balanced = ctx->saved_data["load_balanced"].toBool();
+    const int cp = group->size(), rank = group->rank();
+    const int64_t groups = q.size(1) / k.size(1);
+    const auto mine = context_chunks(cp, rank, load_balanced);
+    const at::Tensor d_out = grads[0].contiguous();
+    Ring ring(*group);
+    const std::shared_ptr<void> progress = cp > 1 ? group->progress_in_background() : nullptr;
+
+    at::Tensor d_q = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    std::vector<at::Tensor> kv{k.contiguous(), v.contiguous()}, next_kv;
+    // The dK/dV of the K/V this rank holds, as the ranks before it left them (in flight until
+    // `grads_arriving` completes), and those coming in with the next K/V.
+    std::vector<at::Tensor> d_kv, next_d_kv;
+    comm::WorkPtr grads_arriving;
+    for (int step = 0; step < cp; ++step) {
+      const int owner = (rank - step + cp) % cp;
+      const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
+      const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
+      std::vector<at::Tensor> ours{at::zeros(k.sizes(), d_q.options()), at::zeros(v.sizes(), d_q.options())};
+      for_each_block(mine, context_chunks(cp, owner, load_balanced), [&](int64_t a, int64_t b, bool causal) {
+        const auto [block_dq, block_dk, block_dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+            chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b),
+            chunk_of(out, a).contiguous(), lse.narrow(2, a * lse.size(2) / 2, lse.size(2) / 2).contiguous(),
+            /*dropout_p=*/0.0, causal);
+        chunk_of(d_q, a).add_(block_dq);
+        chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
+        chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
+      });
+      if (grads_arriving) {
+        grads_arriving->wait();
+        d_kv = std::move(next_d_kv);
+        d_kv[0].add_(ours[0]);
+        d_kv[1].add_(ours[1]);
+      } else {
+        d_kv = std::move(ours);
+      }
+      // Every rank has added its part once the gradients have gone round: the last pass takes them home.
+      if (cp > 1) grads_arriving = ring.pass(d_kv, next_d_kv, kGradientTag);
+      if (arriving) {
+        arriving->wait();
+        kv = std::move(next_kv);
+      }
+    }
+    if (grads_arriving) {
+      grads_arriving->wait();
+      d_kv = std::move(next_d_kv);
+    }
+    return {d_q.to(q.scalar_type()), d_kv[0].to(k.scalar_type()), d_kv[1].to(v.scalar_type()), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::array<int64_t, 2> context_chunks(int cp, int rank, bool load_balanced) {
+  if (load_balanced) return {rank, 2 * cp - 1 - rank};
+  return {2 * rank, 2 * rank + 1};
+}
+
+at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int rank, bool load_balanced) {
+  const int64_t length = full.size(dim);
+  if (length % (2 * cp) != 0)
+    throw std::invalid_argument("context parallelism: a sequence of " + std::to_string(length) +
+                                " does not split into 2 x cp = " + std::to_string(2 * cp) + " equal chunks");
+  const int64_t chunk = length / (2 * cp);
+  const auto chunks = context_chunks(cp, rank, load_balanced);
+  return at::cat({full.narrow(dim, chunks[0] * chunk, chunk), full.narrow(dim, chunks[1] * chunk, chunk)},
+                 dim);
+}
+
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          comm::Communicator& cp, bool load_balanced) {
+  if (q.size(1) % k.size(1) != 0 || q.size(2) % 2 != 0 || k.sizes() != v.sizes() || q.size(2) != k.size(2))
+    throw std::invalid_argument(
+        "ring_attention: q " + std::to_string(q.size(1)) + " heads x " + std::to_string(q.size(2)) +
+        " positions, k/v " + std::to_string(k.size(1)) + " heads x " + std::to_string(k.size(2)) +
+        " positions: the kv heads must divide the heads and both hold the same two chunks");
+  return RingAttention::apply(q, k, v, &cp, load_balanced);
+}
+
+}  // namespace atl::parallel
