@@ -49,15 +49,17 @@ std::unique_ptr<TwoPlaneCommunicator> split_group(const MpiCommunicator& world, 
 
 DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device)
     : shape_(shape), rank_(world.rank()) {
-  if (shape.islands < 1 || shape.pp < 1 || shape.dp < 1 || shape.tp < 1)
+  if (shape.islands < 1 || shape.pp < 1 || shape.dp < 1 || shape.tp < 1 || shape.cp < 1)
     throw std::invalid_argument("parallel: every mesh dimension must be >= 1, got " + shape.to_string());
   if (shape.world_size() != world.size())
-    throw std::invalid_argument("parallel: islands*pp*dp*tp = " + std::to_string(shape.world_size()) +
-                                " but " + std::to_string(world.size()) +
+    throw std::invalid_argument(std::string("parallel: islands*pp*dp*tp") + (shape.cp > 1 ? "*cp" : "") +
+                                " = " + std::to_string(shape.world_size()) + " but " +
+                                std::to_string(world.size()) +
                                 " ranks were launched; launch that many ranks or change the layout");
   coord_ = coord_of(shape, rank_);
   tp_ = split_group(world, shape, GroupKind::kTp, cuda_device);
   dp_ = split_group(world, shape, GroupKind::kDp, cuda_device);
+  cp_ = split_group(world, shape, GroupKind::kCp, cuda_device);
   pp_ = split_group(world, shape, GroupKind::kPp, cuda_device);
   // The islands exchange host copies over MPI (optim/outer/island_exchange.h), as separate island jobs
   // do over TCP: their group has no NCCL plane, so islands of one rank each need no NCCL between ranks
@@ -69,7 +71,7 @@ DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int
 
 DeviceMesh::DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device,
                        std::unique_ptr<Communicator> islands, int island)
-    : DeviceMesh(world, MeshShape{1, shape.pp, shape.dp, shape.tp}, cuda_device) {
+    : DeviceMesh(world, MeshShape{1, shape.pp, shape.dp, shape.tp, shape.cp}, cuda_device) {
   if (island < 0 || island >= shape.islands || islands->size() > shape.islands)
     throw std::invalid_argument("parallel: island " + std::to_string(island) + " of a group of " +
                                 std::to_string(islands->size()) +
@@ -87,6 +89,8 @@ Communicator& DeviceMesh::group(GroupKind kind) const {
       return *tp_;
     case GroupKind::kDp:
       return *dp_;
+    case GroupKind::kCp:
+      return *cp_;
     case GroupKind::kPp:
       return *pp_;
     case GroupKind::kIsland:
@@ -104,7 +108,7 @@ Communicator& DeviceMesh::group(GroupKind kind) const {
 std::vector<TwoPlaneCommunicator*> DeviceMesh::groups() const {
   std::vector<TwoPlaneCommunicator*> out;
   for (TwoPlaneCommunicator* group :
-       {tp_.get(), dp_.get(), pp_.get(), island_.get(), model_.get(), embedding_.get()})
+       {tp_.get(), dp_.get(), cp_.get(), pp_.get(), island_.get(), model_.get(), embedding_.get()})
     if (group) out.push_back(group);
   return out;
 }
@@ -138,12 +142,15 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace
   MPI_CHECK(MPI_Gather(mine, kRecord, MPI_CHAR, records.data(), kRecord, MPI_CHAR, 0, world.handle()));
   MPI_CHECK(MPI_Gather(local, 2, MPI_INT, locals.data(), 2, MPI_INT, 0, world.handle()));
   if (world.rank() != 0) return {};
-  std::string table = "rank  host                  local  device    island  pp  dp  tp  gpu\n";
+  // The cp column only where there is context parallelism: the table of other layouts stays as it was.
+  const bool cp = shape_.cp > 1;
+  std::string table = std::string("rank  host                  local  device    island  pp  dp  tp") +
+                      (cp ? "  cp" : "") + "  gpu\n";
   char line[200];
   // `world` holds every island, or (islands as separate jobs) only this one: then its ranks are laid
   // out as one island and carry this island's index.
   const bool one_island = world.size() < shape_.world_size();
-  const MeshShape laid_out = one_island ? MeshShape{1, shape_.pp, shape_.dp, shape_.tp} : shape_;
+  const MeshShape laid_out = one_island ? MeshShape{1, shape_.pp, shape_.dp, shape_.tp, shape_.cp} : shape_;
   for (size_t r = 0; r < ranks; ++r) {
     MeshCoord c = coord_of(laid_out, static_cast<int>(r));
     if (one_island) c.island = coord_.island;
@@ -151,8 +158,13 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace
     std::snprintf(line, sizeof line, "%4zu  %-20.20s  %5s  %-8.8s  %6d  %2d  %2d  %2d", r,
                   &records[r * kRecord], on_node.c_str(), &records[r * kRecord + kHostLen], c.island, c.pp,
                   c.dp, c.tp);
+    table += line;
+    if (cp) {
+      std::snprintf(line, sizeof line, "  %2d", c.cp);
+      table += line;
+    }
     const std::string gpu = &records[r * kRecord + kHostLen + kDeviceLen];
-    table += line + (gpu.empty() ? "" : "  " + gpu) + "\n";
+    table += (gpu.empty() ? "" : "  " + gpu) + "\n";
   }
   return table;
 }

@@ -1,4 +1,4 @@
-// DeviceMesh: this rank's place in the (island, pp, dp, tp) mesh and a communicator for each of
+// DeviceMesh: this rank's place in the (island, pp, dp, cp, tp) mesh and a communicator for each of
 // its groups. Owned by the trainer and passed explicitly -- there are no global process groups.
 // See mesh_shape.h for the rank layout and a worked example.
 #pragma once
@@ -24,7 +24,7 @@ class DeviceMesh {
   // group's MPI communicator, for CUDA tensors (two_plane_communicator.h). Throws
   // std::invalid_argument when the shape does not cover exactly the launched ranks.
   DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device = -1);
-  // Islands as separate jobs: `world` is this island alone (pp*dp*tp ranks); `islands` is this rank's
+  // Islands as separate jobs: `world` is this island alone (pp*dp*cp*tp ranks); `islands` is this rank's
   // group with the same place in every island of `shape.islands` (over TCP, CPU tensors), and
   // `island` this island's index. Collective over `world`.
   DeviceMesh(const MpiCommunicator& world, const MeshShape& shape, int cuda_device,
@@ -38,7 +38,11 @@ class DeviceMesh {
   int rank() const { return rank_; }
 
   Communicator& tp() const { return *tp_; }
+  // The data-parallel reduction group: dp x cp ranks (mesh_shape.h), over which gradients are
+  // reduced and ZeRO shards.
   Communicator& dp() const { return *dp_; }
+  // The context-parallel group: the ranks holding the chunks of the same sequences (ring attention).
+  Communicator& cp() const { return *cp_; }
   Communicator& pp() const { return *pp_; }
   Communicator& island() const { return *island_; }
   Communicator& model() const { return *model_; }
@@ -74,7 +78,7 @@ class DeviceMesh {
   MeshShape shape_;
   MeshCoord coord_;
   int rank_ = 0;
-  std::unique_ptr<TwoPlaneCommunicator> tp_, dp_, pp_, island_, model_, embedding_;
+  std::unique_ptr<TwoPlaneCommunicator> tp_, dp_, cp_, pp_, island_, model_, embedding_;
 };
 
 }  // namespace atl::comm

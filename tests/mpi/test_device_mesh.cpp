@@ -1,4 +1,4 @@
-// DeviceMesh on real MPI groups: for every factorisation of the 8 launched ranks, each group's
+// DeviceMesh on real MPI groups: for every factorisation of the 8 launched ranks (cp 1 or 2), each group's
 // members (gathered through the group itself) are exactly those of the mesh arithmetic, and a
 // layout that does not cover the launched ranks is refused with the documented message.
 #include <gtest/gtest.h>
@@ -18,26 +18,27 @@ TEST(DeviceMesh, GroupsMatchMeshArithmeticForEveryFactorisation) {
   for (int i = 1; i <= n; ++i)
     for (int p = 1; p <= n; ++p)
       for (int d = 1; d <= n; ++d)
-        for (int t = 1; t <= n; ++t) {
-          if (i * p * d * t != n) continue;
-          const atl::comm::MeshShape shape{i, p, d, t};
-          atl::comm::DeviceMesh mesh(*world, shape);
-          for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kIsland,
-                                 GroupKind::kModel, GroupKind::kEmbedding}) {
-            const auto expected = atl::comm::group_members(shape, kind, world->rank());
-            if (expected.empty()) {
-              EXPECT_EQ(mesh.embedding(), nullptr);
-              continue;
+        for (int t = 1; t <= n; ++t)
+          for (int c = 1; c <= 2; ++c) {
+            if (i * p * d * t * c != n) continue;
+            const atl::comm::MeshShape shape{i, p, d, t, c};
+            atl::comm::DeviceMesh mesh(*world, shape);
+            for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kIsland,
+                                   GroupKind::kModel, GroupKind::kEmbedding, GroupKind::kCp}) {
+              const auto expected = atl::comm::group_members(shape, kind, world->rank());
+              if (expected.empty()) {
+                EXPECT_EQ(mesh.embedding(), nullptr);
+                continue;
+              }
+              atl::comm::Communicator& group = mesh.group(kind);
+              ASSERT_EQ(group.size(), static_cast<int>(expected.size())) << shape.to_string();
+              at::Tensor mine = at::full({1}, world->rank(), at::kInt);
+              at::Tensor all = at::empty({group.size()}, at::kInt);
+              group.all_gather(mine, all)->wait();
+              EXPECT_EQ(std::vector<int>(all.data_ptr<int>(), all.data_ptr<int>() + group.size()), expected)
+                  << shape.to_string() << " " << atl::comm::group_name(kind);
             }
-            atl::comm::Communicator& group = mesh.group(kind);
-            ASSERT_EQ(group.size(), static_cast<int>(expected.size())) << shape.to_string();
-            at::Tensor mine = at::full({1}, world->rank(), at::kInt);
-            at::Tensor all = at::empty({group.size()}, at::kInt);
-            group.all_gather(mine, all)->wait();
-            EXPECT_EQ(std::vector<int>(all.data_ptr<int>(), all.data_ptr<int>() + group.size()), expected)
-                << shape.to_string() << " " << atl::comm::group_name(kind);
           }
-        }
 }
 
 TEST(DeviceMesh, RefusesALayoutThatDoesNotMatchTheRankCount) {

@@ -1,6 +1,6 @@
 // DeviceMesh arithmetic: for every factorisation of 8 ranks into (islands, pp, dp, tp), the groups
 // of each kind partition the world, and groups of different kinds are orthogonal (they share at
-// most one rank), and coordinates round-trip.
+// most one rank), and coordinates round-trip; with cp = 2 the cp group lies in the dp group.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +29,9 @@ int expected_size(const MeshShape& s, GroupKind kind) {
     case GroupKind::kTp:
       return s.tp;
     case GroupKind::kDp:
-      return s.dp;
+      return s.dp * s.cp;
+    case GroupKind::kCp:
+      return s.cp;
     case GroupKind::kPp:
       return s.pp;
     case GroupKind::kIsland:
@@ -42,8 +44,8 @@ int expected_size(const MeshShape& s, GroupKind kind) {
   return -1;
 }
 
-const GroupKind kPartitioning[] = {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kIsland,
-                                   GroupKind::kModel};
+const GroupKind kPartitioning[] = {GroupKind::kTp,     GroupKind::kDp,    GroupKind::kPp,
+                                   GroupKind::kIsland, GroupKind::kModel, GroupKind::kCp};
 
 }  // namespace
 
@@ -115,4 +117,33 @@ TEST(MeshShape, ShardRangeCoversEveryElementOnce) {
       EXPECT_EQ(next, numel);
     }
   }
+}
+
+TEST(MeshShape, ContextParallelRanksSitBetweenTpAndDpAndReduceWithDp) {
+  for (const MeshShape& base : factorisations(4)) {
+    const MeshShape shape{base.islands, base.pp, base.dp, base.tp, 2};
+    for (int r = 0; r < shape.world_size(); ++r) {
+      EXPECT_EQ(atl::comm::rank_of(shape, atl::comm::coord_of(shape, r)), r);
+      // Every group kind still partitions the world.
+      for (GroupKind kind : kPartitioning) {
+        const auto members = atl::comm::group_members(shape, kind, r);
+        ASSERT_EQ(static_cast<int>(members.size()), expected_size(shape, kind)) << shape.to_string();
+        EXPECT_TRUE(std::is_sorted(members.begin(), members.end()));
+      }
+      // The cp group lies inside the dp (reduction) group and meets tp, pp and islands in one rank.
+      const auto cp = atl::comm::group_members(shape, GroupKind::kCp, r);
+      const auto dp = atl::comm::group_members(shape, GroupKind::kDp, r);
+      EXPECT_TRUE(std::includes(dp.begin(), dp.end(), cp.begin(), cp.end())) << shape.to_string();
+      for (GroupKind other : {GroupKind::kTp, GroupKind::kPp, GroupKind::kIsland}) {
+        const auto g = atl::comm::group_members(shape, other, r);
+        std::vector<int> common;
+        std::set_intersection(cp.begin(), cp.end(), g.begin(), g.end(), std::back_inserter(common));
+        EXPECT_EQ(common, std::vector<int>{r}) << shape.to_string();
+      }
+    }
+  }
+  // dp=2, cp=2, tp=1: cp groups [0,1] [2,3], one dp group of all four.
+  const MeshShape shape{1, 1, 2, 1, 2};
+  EXPECT_EQ(atl::comm::group_members(shape, GroupKind::kCp, 2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(atl::comm::group_members(shape, GroupKind::kDp, 2), (std::vector<int>{0, 1, 2, 3}));
 }
