@@ -27,14 +27,14 @@ std::string rank_count_mismatch(const runtime::Config& config, int np) {
   const int needed = config.job_ranks();
   if (np == needed) return "";
   const runtime::ParallelConfig& p = config.parallel;
-  const std::string product =
-      config.islands_are_jobs()
-          ? "pp*dp*tp = " +
-                text::joined(std::vector<int>{p.pp, p.dp, p.tp}, "*",
-                             [](int n) { return std::to_string(n); }) +
-                ", one island per job"
-          : "islands*pp*dp*tp = " + text::joined(std::vector<int>{p.islands, p.pp, p.dp, p.tp}, "*",
-                                                 [](int n) { return std::to_string(n); });
+  const auto product_of = [](const std::string& names, std::vector<int> dims, int cp) {
+    if (cp > 1) dims.push_back(cp);
+    return names + (cp > 1 ? "*cp" : "") + " = " +
+           text::joined(dims, "*", [](int n) { return std::to_string(n); });
+  };
+  const std::string product = config.islands_are_jobs()
+                                  ? product_of("pp*dp*tp", {p.pp, p.dp, p.tp}, p.cp) + ", one island per job"
+                                  : product_of("islands*pp*dp*tp", {p.islands, p.pp, p.dp, p.tp}, p.cp);
   return "the layout needs " + std::to_string(needed) + " ranks (" + product + "); --np " +
          std::to_string(np) + " was given; drop --np, or change parallel.* to a layout of " +
          std::to_string(np) + " ranks";

@@ -214,6 +214,8 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
         "ring_attention: q " + std::to_string(q.size(1)) + " heads x " + std::to_string(q.size(2)) +
         " positions, k/v " + std::to_string(k.size(1)) + " heads x " + std::to_string(k.size(2)) +
         " positions: the kv heads must divide the heads and both hold the same two chunks");
+  if (!q.device().is_cpu())
+    throw std::invalid_argument("ring_attention: runs on the CPU only so far, not on " + q.device().str());
   return RingAttention::apply(q, k, v, &cp, load_balanced);
 }
 

@@ -76,9 +76,9 @@ std::vector<optim::outer::CanonicalFragment> canonical_fragments(
       place_box(at_index, rb.box, piece.global_shape, canonical.offset.at(name), run.offset + rb.run_offset);
   }
   // Who contributes: the elements the island's gradient norm counts (each once in the model
-  // group), and of ZeRO-0's dp replicas only dp rank 0's.
+  // group), and of ZeRO-0's dp replicas (dp x cp ranks) only dp-group rank 0's.
   at::Tensor owned = at::zeros({total}, at::kBool);
-  if (layout.data_parallel->stage() > 0 || layout.mesh->coord().dp == 0)
+  if (layout.data_parallel->stage() > 0 || layout.mesh->dp().rank() == 0)
     for (const parallel::ShardSpan& span : layout.norm_spans())
       owned.narrow(0, span.offset, span.numel).fill_(true);
 

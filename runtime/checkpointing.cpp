@@ -69,9 +69,10 @@ std::vector<checkpoint::Piece> TrainerCheckpoints::pieces(bool for_save, int isl
   for (const parallel::ShardedDataParallel::OwnedRun& run : data_parallel_.owned_runs()) {
     const parallel::FlatEntry& e = params_.entries()[run.entry];
     // Written once: a tied copy on another stage, a tp-replicated norm off tp rank 0, and a replica
-    // under plain data parallelism off dp rank 0 hold nothing new. Every rank loads all it holds.
+    // under plain data parallelism off rank 0 of the dp group (dp x cp ranks) hold nothing new. Every rank
+    // loads all it holds.
     if (for_save && (e.info.duplicate || (e.info.replicated_in_model_group && tp_rank != 0) ||
-                     (data_parallel_.stage() == 0 && mesh_.coord().dp != 0)))
+                     (data_parallel_.stage() == 0 && mesh_.dp().rank() != 0)))
       continue;
     const LlamaModel::Piece piece = LlamaModel::piece_of(config_.model, tp_size, tp_rank, e.info.name);
     const auto add = [&](checkpoint::proto::Role role, const at::Tensor& data) {

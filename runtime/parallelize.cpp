@@ -297,8 +297,8 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   layout.device = device;
   layout.kernels = resolve_kernels(config, device, fp8_emulation);
 
-  // The mesh: islands x pp x dp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
-  const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp};
+  // The mesh: islands x pp x dp x cp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
+  const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp, p.cp};
   const int cuda_device = device.is_cuda() ? device.index() : -1;
   std::optional<optim::outer::ExchangeAuthentication> authentication;
   if (config.islands_are_jobs()) layout.island_lease = hold_island_id(config, world);
@@ -326,15 +326,15 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // (buckets, shard padding) for the ZeRO stage.
   layout.params = std::make_unique<parallel::FlatParameters>(
       sharded_params_in_backward_order(config, parts), layout.compute_dtype,
-      parallel::zero_layout(p.zero, p.dp, static_cast<int64_t>(p.bucket_mb * 1024 * 1024),
+      parallel::zero_layout(p.zero, p.dp * p.cp, static_cast<int64_t>(p.bucket_mb * 1024 * 1024),
                             /*element_bytes=*/4),
       at::kFloat, device);
   initialize_parameters(config.model, config.run.seed, *layout.params, p.tp, tp_rank);
   if (!initial_weights.empty())
     load_initial_weights(config.model, initial_weights, *layout.params, p.tp, tp_rank);
 
-  // Sharded data parallelism (ZeRO 0-3) over the dp group. From ZeRO-1 on the model asks the engine
-  // for each unit's parameters before using them (ZeRO-3 gathers them then).
+  // Sharded data parallelism (ZeRO 0-3) over the dp group (its dp x cp ranks). From ZeRO-1 on the model asks
+  // the engine for each unit's parameters before using them (ZeRO-3 gathers them then).
   const KernelLevers& levers = layout.kernels;
   layout.data_parallel = std::make_unique<parallel::ShardedDataParallel>(
       *layout.params, layout.mesh->dp(), p.zero, scalar_type(p.reduce_dtype), levers.first_grad_copy,
@@ -352,7 +352,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
     layout.chunks.push_back(std::make_unique<LlamaModel>(
         config.model, *layout.params, layout.mesh->tp(), p.sequence_parallel, part, gate, kernels,
         config.train.recompute, levers.fused_weight_grad ? layout.data_parallel.get() : nullptr,
-        layout.fp8.get()));
+        layout.fp8.get(), p.cp > 1 ? &layout.mesh->cp() : nullptr));
 
   // The schedule the stage runs its microbatches in, and the executor that runs it over the pp group.
   layout.schedule = pipe::build_schedule(pipe::schedule_on_stages(p.schedule, p.pp), layout.pipeline);

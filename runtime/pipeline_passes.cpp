@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel/context_parallel_attention.h"
+
 namespace atl::runtime {
 
 namespace pipe = parallel::pipeline;
@@ -73,8 +75,9 @@ double PipelinePasses::validation_loss() const {
   }
   at::Tensor total = at::full({1}, loss_sum.item<double>(), at::TensorOptions().dtype(at::kDouble));
   if (l.pipeline.stages > 1) l.mesh->pp().all_reduce(total, comm::ReduceOp::kSum)->wait();
+  // Summed over the dp group, whose cp ranks each hold one mean over their chunks of the same sequences.
   l.mesh->dp().all_reduce(total, comm::ReduceOp::kSum)->wait();
-  return total.item<double>() / std::max(1, c.train.eval_sequences);
+  return total.item<double>() / (std::max(1, c.train.eval_sequences) * c.parallel.cp);
 }
 
 at::Tensor PipelinePasses::forward_chunk(int chunk, const at::Tensor& input, const TokenBatch& batch) const {
@@ -94,8 +97,17 @@ std::vector<TokenBatch> PipelinePasses::stage_batches(int count,
   const int last_chunk = static_cast<int>(layout_.chunks.size()) - 1;
   if (!layout_.pipeline.is_first(0) && !layout_.pipeline.is_last(last_chunk)) return batches;
   for (int micro = 0; micro < count; ++micro)
-    batches[static_cast<size_t>(micro)] = on_device(load(micro), layout_.device);
+    batches[static_cast<size_t>(micro)] = on_device(context_chunks(load(micro)), layout_.device);
   return batches;
+}
+
+TokenBatch PipelinePasses::context_chunks(TokenBatch batch) const {
+  const comm::Communicator& cp = layout_.mesh->cp();
+  if (cp.size() == 1) return batch;
+  // The sequence split is not the loader's: every cp rank reads the same sequences and keeps its
+  // two load-balanced chunks of each (so a checkpoint resumes at any cp).
+  return {parallel::take_context_chunks(batch.inputs, 1, cp.size(), cp.rank(), /*load_balanced=*/true),
+          parallel::take_context_chunks(batch.targets, 1, cp.size(), cp.rank(), /*load_balanced=*/true)};
 }
 
 int PipelinePasses::data_rank() const {

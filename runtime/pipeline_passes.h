@@ -40,6 +40,8 @@ class PipelinePasses {
   // The tokens of `count` microbatches (`load(micro)`), on the device, on a rank that runs an end
   // of the model (empty batches elsewhere).
   std::vector<TokenBatch> stage_batches(int count, const std::function<TokenBatch(int)>& load) const;
+  // This rank's two chunks of each sequence of `batch` under context parallelism (all of it without).
+  TokenBatch context_chunks(TokenBatch batch) const;
   // Every island takes its own share of each step's sequences: rank d of island i reads share
   // i*dp + d of islands*dp.
   int data_rank() const;

@@ -47,9 +47,9 @@ std::map<std::string, at::Tensor> gather_canonical_weights(const Config& config,
     weights[name] = flat.narrow(0, offset, numel).view(shape);
     offset += numel;
   }
-  // Island 0's dp rank 0 contributes its pieces; a tp-replicated norm comes from tp rank 0 only, and
-  // a tied embedding's copy on the last stage not at all.
-  if (coord.island == 0 && coord.dp == 0) {
+  // Island 0's dp rank 0 (cp rank 0) contributes its pieces; a tp-replicated norm comes from tp rank 0 only,
+  // and a tied embedding's copy on the last stage not at all.
+  if (coord.island == 0 && coord.dp == 0 && coord.cp == 0) {
     for (const parallel::FlatEntry& e : params.entries()) {
       if (e.info.duplicate || (e.info.replicated_in_model_group && coord.tp != 0)) continue;
       const LlamaModel::Piece piece = LlamaModel::piece_of(model, config.parallel.tp, coord.tp, e.info.name);

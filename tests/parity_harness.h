@@ -72,6 +72,7 @@ inline RunResult train(const Config& config, const atl::comm::MpiCommunicator& c
 inline RunResult train_single_rank(Config config) {
   config.parallel.dp = 1;
   config.parallel.tp = 1;
+  config.parallel.cp = 1;
   config.parallel.sequence_parallel = false;
   config.parallel.microbatches = 1;
   config.parallel.pp = 1;
@@ -181,8 +182,9 @@ inline void expect_parity(const Config& config) {
   EXPECT_NEAR(dp.val_loss, reference.val_loss, 1e-5 * reference.val_loss);
 
   // Data-parallel replicas agree bitwise: each piece against the first dp replica's, over the dp
-  // group of this (pp, tp) position (rank = tp + TP * (dp + DP * pp), as in the mesh).
-  const int tp = config.parallel.tp, dp_size = config.parallel.dp;
+  // group (dp x cp ranks) of this (pp, tp) position (rank = tp + TP * (cp + CP * (dp + DP * pp)), as
+  // in the mesh).
+  const int tp = config.parallel.tp, dp_size = config.parallel.dp * config.parallel.cp;
   auto dp_group = world->split(tp_rank + tp * (world->rank() / (tp * dp_size)), world->rank(), "dp");
   for (const auto& [name, piece] : dp.final_params) {
     at::Tensor first_replica = piece.contiguous().clone();

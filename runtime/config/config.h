@@ -188,6 +188,7 @@ struct ParallelConfig {
   int pp = 1;
   int dp = 1;
   int tp = 1;
+  int cp = 1;
   int zero = 0;
   int microbatches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
@@ -321,9 +322,10 @@ struct Config {
   bool islands_meet_canonically() const {
     return islands_are_jobs() && !islands_are_elastic() && outer.algorithm != OuterAlgorithm::kNone;
   }
-  // The ranks this job launches: islands*pp*dp*tp, or pp*dp*tp when each island is a job.
+  // The ranks this job launches: islands*pp*dp*tp*cp, or pp*dp*tp*cp when each island is a job.
   int job_ranks() const {
-    return (islands_are_jobs() ? 1 : parallel.islands) * parallel.pp * parallel.dp * parallel.tp;
+    return (islands_are_jobs() ? 1 : parallel.islands) * parallel.pp * parallel.dp * parallel.tp *
+           parallel.cp;
   }
 
   // checkpoint.dir, or <run.dir>/checkpoints for auto.

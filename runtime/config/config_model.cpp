@@ -19,7 +19,9 @@ std::vector<Field> model_fields() {
       model("ffn", &ModelConfig::ffn, "Hidden width of each SwiGLU MLP; divisible by parallel.tp.",
             at_least(1)),
       model("seq", &ModelConfig::seq,
-            "Tokens per sequence (the context); divisible by parallel.tp with sequence parallelism.",
+            "Tokens per sequence (the context); divisible by parallel.tp with sequence parallelism, by "
+            "2*parallel.cp "
+            "with context parallelism.",
             at_least(1)),
       model("tie_embeddings", &ModelConfig::tie_embeddings,
             "One matrix for the token embedding and the output head."),

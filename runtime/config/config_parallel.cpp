@@ -49,6 +49,10 @@ std::vector<Field> parallel_fields() {
                at_least(1)),
       parallel("tp", &ParallelConfig::tp, "Tensor-parallel ranks: heads and the MLP width split over them.",
                at_least(1)),
+      parallel("cp", &ParallelConfig::cp,
+               "Context-parallel ranks: each sequence in 2*cp chunks, two per rank, attention by ring "
+               "(gradients reduce and ZeRO shards over dp*cp).",
+               at_least(1)),
       parallel("zero", &ParallelConfig::zero,
                "ZeRO stage over dp: 0 none, 1 optimizer state, 2 and gradients, 3 and parameters sharded.",
                between(0, 3)),
@@ -71,7 +75,8 @@ std::vector<Field> parallel_fields() {
 void validate_job_size(const Config& c, int world_size, Problems& problems) {
   const ParallelConfig& p = c.parallel;
   const int64_t layout = c.job_ranks();
-  const std::string product = c.islands_are_jobs() ? "pp*dp*tp (one island per job)" : "islands*pp*dp*tp";
+  const std::string dims = p.cp > 1 ? "pp*dp*tp*cp" : "pp*dp*tp";
+  const std::string product = c.islands_are_jobs() ? dims + " (one island per job)" : "islands*" + dims;
   if (layout != world_size)
     problems.push_back("parallel: " + product + " = " + std::to_string(layout) + " but " +
                        std::to_string(world_size) + " ranks were launched; launch " + std::to_string(layout) +
@@ -96,6 +101,15 @@ void validate_parallel(const Config& c, Problems& problems) {
     require_divisible(problems, "model.seq", m.seq, "parallel.tp", p.tp,
                       "sequence parallelism splits the sequence evenly, so pick a tp that divides it");
 
+  // Context parallelism cuts every sequence into 2*cp equal chunks (two per rank, load-balanced).
+  if (p.cp > 1)
+    require_divisible(problems, "model.seq", m.seq, "2*parallel.cp", 2 * int64_t{p.cp},
+                      "context parallelism cuts each sequence into 2*cp equal chunks, so pick a model.seq "
+                      "that 2*cp divides");
+  if (p.cp > 1 && p.sequence_parallel)
+    require_divisible(problems, "model.seq", m.seq, "parallel.cp*parallel.tp", int64_t{p.cp} * p.tp,
+                      "sequence parallelism splits each rank's seq/cp positions over tp, so pick a model.seq "
+                      "that cp*tp divides");
   // Pipeline: virtual stages mean interleaved 1F1B, which runs microbatches in rounds of pp.
   const bool interleaved = p.schedule == PipelineSchedule::kInterleaved;
   if (p.virtual_stages > 1 && !interleaved)

@@ -1,6 +1,7 @@
 #include "runtime/model/llama.h"
 
 #include "checkpoint/safetensors.h"
+#include "parallel/context_parallel_attention.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
 #include "runtime/model/fused_ops.h"
@@ -149,7 +150,8 @@ at::Tensor LlamaModel::shard_of(const ModelConfig& c, int tp_size, int tp_rank, 
 LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params,
                        comm::Communicator& tp, bool sequence_parallel, const ModelPart& part,
                        parallel::ParameterGate* gate, const ModelKernels& kernels, Recompute recompute,
-                       parallel::WeightGradientSink* weight_gradients, Fp8Linears* fp8)
+                       parallel::WeightGradientSink* weight_gradients, Fp8Linears* fp8,
+                       comm::Communicator* cp)
     : config_(config),
       part_{part.first_layer, end_layer(config, part), part.embedding, part.head},
       head_dim_(config.dim / config.heads),
@@ -160,6 +162,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
       recompute_(recompute),
       weight_gradients_(weight_gradients),
       fp8_(fp8),
+      cp_(cp && cp->size() > 1 ? cp : nullptr),
       vocab_start_(parallel::vocab_shard(padded_vocab(config.vocab, tp.size()), tp.size(), tp.rank()).start) {
   if (fp8_ && weight_gradients_)
     throw std::invalid_argument(
@@ -188,6 +191,11 @@ LlamaModel::LlamaModel(const ModelConfig& config, const parallel::FlatParameters
   const at::ScalarType dtype = params.entries().front().value.scalar_type();
   const c10::Device device = params.device();
   std::tie(rope_cos_, rope_sin_) = rope_tables(config, dtype, device);
+  if (cp_) {
+    // This rank's positions: those of its two chunks of the sequence.
+    rope_cos_ = parallel::take_context_chunks(rope_cos_, 0, cp_->size(), cp_->rank(), /*load_balanced=*/true);
+    rope_sin_ = parallel::take_context_chunks(rope_sin_, 0, cp_->size(), cp_->rank(), /*load_balanced=*/true);
+  }
   causal_mask_ = causal_mask(config.seq, dtype).to(device);
 }
 
@@ -222,8 +230,8 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
   q = rope(q);
   k = rope(k);
   // Grouped-query attention: each kv head serves heads/kv_heads query heads, shared inside SDPA or
-  // repeated for it.
-  const bool grouped = kv_heads != heads && kernels_.native_gqa && q.is_cuda();
+  // ring attention (which passes only the kv heads around) or repeated for it.
+  const bool grouped = kv_heads != heads && ((kernels_.native_gqa && q.is_cuda()) || cp_);
   if (kv_heads != heads && !grouped) {
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
@@ -234,12 +242,14 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
 at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv) const {
   const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const int64_t seq = q.size(2);
+  if (cp_) return parallel::ring_attention(q, k, v, *cp_);
   if (k.size(1) != q.size(1)) return grouped_causal_attention(q, k, v);
   return causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
 }
 
 bool LlamaModel::attention_kernel_is_fused(const at::Tensor& like) const {
-  return causal_attention_is_fused(like.is_cuda(), like.scalar_type(), config_.seq);
+  // Ring attention, like the fused kernel, keeps no [seq, seq] probabilities.
+  return cp_ || causal_attention_is_fused(like.is_cuda(), like.scalar_type(), config_.seq);
 }
 
 at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tensor& h,
@@ -343,7 +353,8 @@ at::Tensor LlamaModel::forward(const at::Tensor& input) const {
 }
 
 std::vector<int64_t> LlamaModel::hidden_shape(int64_t batch) const {
-  return {batch, sequence_parallel_ ? config_.seq / tp_.size() : config_.seq, config_.dim};
+  const int64_t seq = cp_ ? config_.seq / cp_->size() : config_.seq;
+  return {batch, sequence_parallel_ ? seq / tp_.size() : seq, config_.dim};
 }
 
 at::Tensor LlamaModel::loss_of(const at::Tensor& logits, const at::Tensor& targets) const {

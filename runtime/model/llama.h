@@ -63,11 +63,15 @@ class LlamaModel {
   // `fp8`: the decoder layers' linear products (q, k, v, o, gate, up, down) in FP8 (train.precision
   // fp8, fp8_linear.h); the embedding, attention, norms, LM head and loss keep the parameters' dtype.
   // Not with `weight_gradients` (std::invalid_argument).
+  // `cp` (context parallelism, null for none): the group holding the other chunks of the same
+  // sequences. The model then runs on this rank's two chunks of every sequence (tokens and targets as
+  // parallel::take_context_chunks cuts them, load-balanced), with their RoPE positions, and attention
+  // by ring (context_parallel_attention.h); hidden states hold seq/cp positions. CPU only.
   LlamaModel(const ModelConfig& config, const parallel::FlatParameters& params, comm::Communicator& tp,
              bool sequence_parallel = false, const ModelPart& part = {},
              parallel::ParameterGate* gate = nullptr, const ModelKernels& kernels = {},
              Recompute recompute = Recompute::kNone, parallel::WeightGradientSink* weight_gradients = nullptr,
-             Fp8Linears* fp8 = nullptr);
+             Fp8Linears* fp8 = nullptr, comm::Communicator* cp = nullptr);
   static constexpr int kEmbeddingUnit = -1;
 
   // This rank's piece of every parameter of `part` at tensor-parallel size `tp`, in forward order.
@@ -94,7 +98,7 @@ class LlamaModel {
   // Mean next-token cross-entropy over all positions of the head's logits; targets: int64 [batch, seq].
   at::Tensor loss_of(const at::Tensor& logits, const at::Tensor& targets) const;
   // The hidden-state shape that flows between parts for a microbatch of `batch` sequences:
-  // [batch, seq / tp (with sequence parallelism) or seq, dim].
+  // [batch, seq / cp / tp (with sequence parallelism) or seq / cp, dim].
   std::vector<int64_t> hidden_shape(int64_t batch) const;
 
   // Whole model: mean next-token cross-entropy over all positions. tokens, targets: int64 [batch, seq].
@@ -151,12 +155,14 @@ class LlamaModel {
   Recompute recompute_;
   parallel::WeightGradientSink* weight_gradients_;
   Fp8Linears* fp8_;
+  comm::Communicator* cp_;  // null: the whole sequence on this rank
   std::vector<int> units_;  // the parameter units this part uses, in forward order
   int64_t vocab_start_;     // first vocabulary row this tp rank holds
   at::Tensor embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
-  at::Tensor rope_cos_, rope_sin_;  // [seq, head_dim]; the sine signed (rope_tables)
-  at::Tensor causal_mask_;          // [seq, seq], 0 on and below the diagonal, -inf above
+  at::Tensor rope_cos_,
+      rope_sin_;            // [seq / cp, head_dim] at this rank's positions; the sine signed (rope_tables)
+  at::Tensor causal_mask_;  // [seq, seq], 0 on and below the diagonal, -inf above
 };
 
 // The pieces of the decoder both the training model and the cached decoder (inference/) use:

@@ -181,6 +181,8 @@ CUDA_VISIBLE_DEVICES=0 expect_error device_auto_asked_for_gpu "run.device = auto
   2 train "$work/tiny.yaml"
 expect_error precision "train.precision = 'fp16' is not one of fp32, bf16" 2 train "$work/tiny.yaml" --set train.precision=fp16
 expect_error tp_split "model.heads = 2 is not divisible by parallel.tp = 4" 4 train "$work/tiny.yaml" --set parallel.tp=4 --set parallel.dp=1
+expect_error cp_seq_split "model.seq = 18 is not divisible by 2\*parallel.cp = 4" 2 train "$work/tiny.yaml" --set parallel.dp=1 --set parallel.cp=2 --set model.seq=18
+expect_error cp_rank_mismatch "islands\*pp\*dp\*tp\*cp = 4 but 2 ranks were launched" 2 train "$work/tiny.yaml" --set parallel.cp=2
 # A kernel lever set to true where it cannot apply: what the config rules out (the ZeRO stage), and
 # what the CPU does (fused_clip over fused_adamw's auto, off here).
 expect_error first_grad_copy_zero2 "kernels.first_grad_copy = true cannot apply at parallel.zero = 2 \(the first gradient copy lands in the ZeRO-0/1 flat buffer\); set it to auto or false, or parallel.zero to 0 or 1" \

@@ -1,16 +1,18 @@
-// Ring attention at cp = the launched ranks (2 and 4) against one rank's causal attention of the
-// whole sequence: each rank's rows of the output and of dQ/dK/dV within 1e-5 in fp32, with the
-// load-balanced chunk layout and the contiguous one, multi-head and grouped-query attention.
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
+// Context parallelism at cp = the launched ranks (2 and 4). Ring attention against one rank's
+// causal attention of the whole sequence: each rank's rows of the output and of dQ/dK/dV within
+// 1e-5 in fp32, with the load-balanced chunk layout and the contiguous one, multi-head and
+// grouped-query attention. Then the whole model against one rank (parity_harness.h).
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
 
-#include "comm/mpi_communicator.h"
 #include "parallel/context_parallel_attention.h"
-#include "tests/mpi_test_env.h"
+#include "tests/parity_harness.h"
+
+using atl::runtime::Config;
+using atl::test::expect_parity;
+using atl::test::layout;
+using atl::test::world_size;
 
 namespace {
 
@@ -37,6 +39,14 @@ at::Tensor dense_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
   const at::Tensor scores =
       at::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
   return at::matmul(at::softmax(scores + mask, -1), values);
+}
+
+// The tiny config (GQA, seq 32) laid out as dp x cp x tp over the launched ranks.
+Config cp_layout(const std::string& tag, int cp, int tp = 1) {
+  Config config = layout(tag, tp);
+  config.parallel.cp = cp;
+  config.parallel.dp = world_size() / (cp * tp);
+  return config;
 }
 
 void expect_close(const at::Tensor& ours, const at::Tensor& dense, const char* what) {
@@ -94,4 +104,58 @@ TEST(ContextChunks, LoadBalancedRanksHoldHeadAndTail) {
   EXPECT_TRUE(
       take_context_chunks(positions, 1, 2, 0, true).equal(at::tensor({0, 1, 6, 7}, at::kLong).view({1, 4})));
   EXPECT_THROW(take_context_chunks(positions, 1, 3, 0, true), std::invalid_argument);
+}
+
+// The whole model at cp = the launched ranks (2 and 4), alone and composed, against one rank for 20
+// steps: losses, gradient norms, first-step gradients, parameters and validation loss
+// (tests/parity_harness.h says exactly what is compared and how closely).
+TEST(ContextParallelParity, MatchesOneRank) {
+  Config config = cp_layout("cp", world_size());
+  config.optim.grad_clip = 0.0;  // unclipped, so the gradients compared are the raw average
+  expect_parity(config);
+}
+
+// ZeRO 1-3 shard over the dp group, here the cp ranks alone (dp 1 x cp 2): each stage against
+// ZeRO-0 in the same layout (which MatchesOneRank holds to one rank), over 10 steps.
+ATOLL_RUNS_AT(ContextParallelParity, ZeroStagesShardOverTheCpRanks, 2);
+TEST(ContextParallelParity, ZeroStagesShardOverTheCpRanks) {
+  Config config = cp_layout("cp-zero", 2);
+  config.train.steps = 10;
+  atl::test::expect_zero_parity(config);
+}
+
+ATOLL_RUNS_AT(ContextParallelParity, WithTensorAndSequenceParallelismMatchesOneRank, 4);
+TEST(ContextParallelParity, WithTensorAndSequenceParallelismMatchesOneRank) {
+  Config config = cp_layout("cp-tp-sp", 2, /*tp=*/2);
+  config.parallel.sequence_parallel = true;
+  expect_parity(config);
+}
+
+// The sequence split is not state: a checkpoint saved at cp = the launched ranks (ZeRO-1 over them)
+// resumes at cp 1 (dp = the launched ranks) with the saved parameters bit for bit, and the two
+// layouts train on from it with the same losses.
+TEST(ContextParallelCheckpoint, SavedAtCpResumesAtCpOne) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  Config saved = cp_layout("cp-ckpt", world_size());
+  saved.run.dir = atl::test::from_rank0(*world, saved.run.dir);
+  saved.parallel.zero = 1;
+  saved.checkpoint.resume = "none";
+  atl::runtime::Trainer original(saved, *world, nullptr);
+  for (int s = 0; s < 3; ++s) original.train_step();
+  original.save_checkpoint();
+
+  Config resumed_config = saved;
+  resumed_config.parallel.dp = world_size();
+  resumed_config.parallel.cp = 1;
+  resumed_config.checkpoint.resume = saved.checkpoint_dir() + "/step-3";
+  resumed_config.run.dir += "-cp1";
+  atl::runtime::Trainer resumed(resumed_config, *world, nullptr);
+  ASSERT_EQ(resumed.step(), 3);
+  const auto expected = atl::test::on_host(original.full_parameters());
+  for (const auto& [name, value] : atl::test::on_host(resumed.full_parameters()))
+    EXPECT_TRUE(value.equal(expected.at(name))) << name;
+  for (int s = 0; s < 3; ++s) {
+    const double at_cp = original.train_step().loss, at_cp1 = resumed.train_step().loss;
+    EXPECT_NEAR(at_cp1, at_cp, 1e-5 * at_cp) << "step " << 4 + s;
+  }
 }
