@@ -131,6 +131,22 @@ TEST(ContextParallelParity, WithTensorAndSequenceParallelismMatchesOneRank) {
   expect_parity(config);
 }
 
+// Full recomputation reruns each layer's forward, ring attention included, inside its backward.
+TEST(ContextParallelParity, WithFullRecomputationMatchesOneRank) {
+  Config config = cp_layout("cp-recompute", 2);
+  config.train.recompute = atl::runtime::Recompute::kFull;
+  expect_parity(config);
+}
+
+ATOLL_RUNS_AT(ContextParallelParity, WithPipelineParallelismMatchesOneRank, 4);
+TEST(ContextParallelParity, WithPipelineParallelismMatchesOneRank) {
+  Config config = cp_layout("cp-pp", 2);
+  config.parallel.dp = 1;
+  config.parallel.pp = 2;
+  config.parallel.microbatches = 2;
+  expect_parity(config);
+}
+
 // The sequence split is not state: a checkpoint saved at cp = the launched ranks (ZeRO-1 over them)
 // resumes at cp 1 (dp = the launched ranks) with the saved parameters bit for bit, and the two
 // layouts train on from it with the same losses.
