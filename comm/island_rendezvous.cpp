@@ -301,4 +301,28 @@ std::unique_ptr<GlooCommunicator> IslandRendezvous::group(const RoundMembership&
                                             static_cast<int>(membership.islands.size()), name, gloo);
 }
 
+EveryRankGroup IslandRendezvous::every_rank_group(const RoundMembership& membership, int rank, int ranks,
+                                                  const std::string& name) {
+  if (!membership.member())
+    throw std::logic_error("island " + std::to_string(options_.island) + " is not a member of round " +
+                           std::to_string(membership.round));
+  const std::string key = round_key(membership.round, membership.attempt) + "ranks/";
+  if (rank == 0) store_->set(key + std::to_string(options_.island), store_bytes(std::to_string(ranks)));
+  EveryRankGroup out;
+  int first = 0, size = 0;
+  for (int island : membership.islands) {
+    const std::string island_key = key + std::to_string(island);
+    store_->wait({island_key}, options_.timeout);
+    out.ranks_per_island.push_back(std::stoi(store_text(store_->get(island_key))));
+    if (island == options_.island) first = size;
+    size += out.ranks_per_island.back();
+  }
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
+      round_key(membership.round, membership.attempt) + "every rank", store_);
+  GlooGroupOptions gloo = options_.gloo;
+  gloo.timeout = options_.timeout;
+  out.group = std::make_unique<GlooCommunicator>(prefixed, first + rank, size, name, gloo);
+  return out;
+}
+
 }  // namespace atl::comm

@@ -92,6 +92,13 @@ struct IslandRendezvousOptions {
   std::string shared_settings;
 };
 
+// Every rank of every member island in one group (the rank-by-rank canonical exchange's): island
+// after island in member order, each island's ranks in order.
+struct EveryRankGroup {
+  std::unique_ptr<GlooCommunicator> group;
+  std::vector<int> ranks_per_island;  // per member, in member order
+};
+
 class IslandRendezvous {
  public:
   // Connects to the meeting point; throws std::invalid_argument naming it when it cannot be reached
@@ -107,6 +114,12 @@ class IslandRendezvous {
   std::unique_ptr<GlooCommunicator> group(const RoundMembership& membership, int position,
                                           const std::string& name);
 
+  // The group of every rank of the round's members; this rank is rank `rank` of its island's
+  // `ranks` (each island says how many it has through the store). Blocks until every rank of every
+  // member has joined; throws std::runtime_error after the timeout.
+  EveryRankGroup every_rank_group(const RoundMembership& membership, int rank, int ranks,
+                                  const std::string& name);
+
   // Whether a round's exchange counts: every rank of every member says whether its own part
   // (`position` of `positions` per island) succeeded; the first rank that knows the answer -- a
   // failure of its own, every part reported a success, or the timeout -- writes the outcome once
@@ -121,7 +134,7 @@ class IslandRendezvous {
 
   const IslandRendezvousOptions& options() const { return options_; }
   // What makes the tags of a round's exchanges its own (the admission nonce and the round): the
-  // session of IslandExchange's authentication.
+  // session of IslandExchange's authentication (`position` -1: the group of every rank's).
   std::string session(const RoundMembership& membership, int position) const;
 
  private:

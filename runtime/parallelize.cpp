@@ -14,6 +14,7 @@
 #include "comm/mpi_check.h"
 #include "comm/mpi_communicator.h"
 #include "optim/grad_clip.h"
+#include "optim/outer/sliced_average.h"
 #include "parallel/pipeline/stage_layout.h"
 #include "runtime/canonical_space.h"
 
@@ -85,8 +86,40 @@ std::vector<std::vector<optim::outer::ValueSpan>> outer_fragments(const Config& 
 }
 
 // Islands: the exchange between islands and, unless they average every step, the outer optimizer.
+// Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
+// every island, met at outer.rendezvous; with the job secret, how its exchanges are authenticated.
+// Meeting canonically rank by rank, also the group of every rank of every island.
+struct IslandGroupOverTcp {
+  std::unique_ptr<comm::Communicator> group;
+  std::optional<optim::outer::ExchangeAuthentication> authentication;
+  comm::EveryRankGroup every_rank;
+  std::optional<optim::outer::ExchangeAuthentication> every_rank_authentication;
+};
+
+// The canonical average of islands of different layouts: rank by rank over `every_rank`, or through
+// the island's rank 0 (outer.through_leader).
+std::unique_ptr<optim::outer::IslandAverage> canonical_average(
+    const Config& config, const comm::MpiCommunicator& world, ParallelLayout& layout,
+    const std::vector<std::vector<optim::outer::ValueSpan>>& fragments, IslandGroupOverTcp& islands) {
+  layout.island_ranks = world.duplicate("island ranks");
+  std::vector<optim::outer::CanonicalFragment> canonical = canonical_fragments(config, layout, fragments);
+  if (config.outer.through_leader)
+    return std::make_unique<optim::outer::CanonicalIslandAverage>(
+        *layout.island_ranks, *layout.island_exchange, std::move(canonical));
+  layout.every_island_rank = std::move(islands.every_rank.group);
+  auto sliced = std::make_unique<optim::outer::SlicedIslandAverage>(
+      *layout.island_ranks, *layout.every_island_rank, islands.every_rank.ranks_per_island,
+      config.outer.compression, std::move(canonical));
+  if (islands.every_rank_authentication) sliced->authenticate(std::move(*islands.every_rank_authentication));
+  // Logs and metrics show the island's bytes between islands, as the leader path's rank 0 counts them.
+  sliced->report_island_bytes_to(
+      [exchange = layout.island_exchange.get()](uint64_t bytes) { exchange->count_sent(bytes); });
+  return sliced;
+}
+
 void add_islands(const Config& config, const comm::MpiCommunicator& world, ParallelLayout& layout,
-                 std::optional<optim::outer::ExchangeAuthentication> authentication) {
+                 IslandGroupOverTcp& islands) {
+  std::optional<optim::outer::ExchangeAuthentication>& authentication = islands.authentication;
   const OuterConfig& o = config.outer;
   if (config.parallel.islands == 1 && o.algorithm == OuterAlgorithm::kNone) return;
   layout.island_exchange = std::make_unique<optim::outer::IslandExchange>(
@@ -98,9 +131,7 @@ void add_islands(const Config& config, const comm::MpiCommunicator& world, Paral
   const std::vector<std::vector<optim::outer::ValueSpan>> fragments = outer_fragments(config, layout);
   optim::outer::IslandAverage* average = layout.island_exchange.get();
   if (config.islands_meet_canonically()) {
-    layout.island_ranks = world.duplicate("island ranks");
-    layout.canonical_average = std::make_unique<optim::outer::CanonicalIslandAverage>(
-        *layout.island_ranks, *layout.island_exchange, canonical_fragments(config, layout, fragments));
+    layout.canonical_average = canonical_average(config, world, layout, fragments, islands);
     average = layout.canonical_average.get();
   }
   // The outer section holds the optimizer's options as they are (OuterConfig derives from them).
@@ -155,16 +186,9 @@ at::ScalarType scalar_type(ReduceDtype dtype) {
 
 namespace {
 
-// Islands as separate jobs: this rank's island group, over TCP among the ranks with its place in
-// every island, met at outer.rendezvous; with the job secret, how its exchanges are authenticated.
-struct IslandGroupOverTcp {
-  std::unique_ptr<comm::Communicator> group;
-  std::optional<optim::outer::ExchangeAuthentication> authentication;
-};
-
 IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCommunicator& world) {
-  // Meeting canonically, only rank 0 is in a group between islands; the others average through it
-  // and hold a group of their own alone.
+  // Meeting canonically, only rank 0 is in the island group; the others hold a group of their own
+  // alone (and rank by rank, every rank is in the group of every island's ranks).
   const bool leader_only = config.islands_meet_canonically();
   std::unique_ptr<comm::Communicator> alone;
   if (leader_only) alone = world.split(world.rank(), 0, "island");
@@ -176,10 +200,19 @@ IslandGroupOverTcp island_group_over_tcp(const Config& config, const comm::MpiCo
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const comm::RoundMembership round = rendezvous.join(0, attempt);
     if (!round.member()) continue;
-    if (leader_only && world.rank() != 0) return {std::move(alone), std::nullopt};
-    IslandGroupOverTcp out{rendezvous.group(round, world.rank(), "island"), std::nullopt};
-    if (options.authenticator)
-      out.authentication = {options.authenticator, rendezvous.session(round, world.rank())};
+    IslandGroupOverTcp out;
+    if (leader_only && world.rank() != 0) {
+      out.group = std::move(alone);
+    } else {
+      out.group = rendezvous.group(round, world.rank(), "island");
+      if (options.authenticator)
+        out.authentication = {options.authenticator, rendezvous.session(round, world.rank())};
+    }
+    if (leader_only && !config.outer.through_leader) {
+      out.every_rank = rendezvous.every_rank_group(round, world.rank(), world.size(), "islands' ranks");
+      if (options.authenticator)
+        out.every_rank_authentication = {options.authenticator, rendezvous.session(round, -1)};
+    }
     return out;
   }
   throw std::runtime_error("outer rendezvous: " + std::to_string(kAttempts) +
@@ -300,7 +333,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
   // The mesh: islands x pp x dp x cp x tp, each group with an NCCL plane for CUDA tensors on a GPU.
   const comm::MeshShape shape{p.islands, p.pp, p.dp, p.tp, p.cp};
   const int cuda_device = device.is_cuda() ? device.index() : -1;
-  std::optional<optim::outer::ExchangeAuthentication> authentication;
+  IslandGroupOverTcp islands;
   if (config.islands_are_jobs()) layout.island_lease = hold_island_id(config, world);
   if (config.islands_are_elastic()) {
     // The island group is each round's (IslandRounds::meet); until the first, this rank alone.
@@ -308,8 +341,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
     layout.mesh = std::make_unique<comm::DeviceMesh>(
         world, shape, cuda_device, layout.rounds->initial_group(world), config.outer.island);
   } else if (config.islands_are_jobs()) {
-    IslandGroupOverTcp islands = island_group_over_tcp(config, world);
-    authentication = std::move(islands.authentication);
+    islands = island_group_over_tcp(config, world);
     layout.mesh = std::make_unique<comm::DeviceMesh>(world, shape, cuda_device, std::move(islands.group),
                                                      config.outer.island);
   } else {
@@ -366,7 +398,7 @@ ParallelLayout parallelize(const Config& config, c10::Device device, const comm:
       optim::AdamWOptions{o.beta1, o.beta2, o.eps, o.weight_decay, levers.fused_adamw, levers.fused_clip});
   layout.lr_schedule = optim::LrSchedule{o.lr, o.min_lr, o.warmup, config.train.steps, o.schedule};
 
-  add_islands(config, world, layout, std::move(authentication));
+  add_islands(config, world, layout, islands);
   if (layout.rounds) layout.rounds->attach(*layout.island_exchange);
   return layout;
 }

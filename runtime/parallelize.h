@@ -77,9 +77,11 @@ struct ParallelLayout {
   std::unique_ptr<optim::FlatAdamW> optimizer;  // on what this rank owns
   optim::LrSchedule lr_schedule;
   std::unique_ptr<optim::outer::IslandExchange> island_exchange;  // islands > 1
-  // Islands meeting canonically: every rank of this island, and the average through its rank 0.
+  // Islands meeting canonically: every rank of this island, rank by rank every rank of every
+  // island, and the average (rank by rank, or through the island's rank 0).
   std::unique_ptr<comm::Communicator> island_ranks;
-  std::unique_ptr<optim::outer::CanonicalIslandAverage> canonical_average;
+  std::unique_ptr<comm::Communicator> every_island_rank;
+  std::unique_ptr<optim::outer::IslandAverage> canonical_average;
   std::unique_ptr<comm::IslandLease> island_lease;      // islands as jobs: this job's island id (rank 0)
   std::unique_ptr<IslandRounds> rounds;                 // islands as jobs with a membership per round
   std::unique_ptr<optim::outer::OuterOptimizer> outer;  // outer.algorithm != none

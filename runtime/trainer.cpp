@@ -112,6 +112,8 @@ struct Trainer::State {
     const FaultHooks& f = hooks.faults;
     if (layout.island_exchange && f.corrupt_chunk_exchange > 0)
       layout.island_exchange->corrupt_in_flight({f.corrupt_chunk_exchange, f.corrupt_chunk_island});
+    if (layout.canonical_average && f.corrupt_chunk_exchange > 0)  // rank by rank, the exchange is its own
+      layout.canonical_average->corrupt_in_flight({f.corrupt_chunk_exchange, f.corrupt_chunk_island});
     if (layout.island_exchange && f.sigkill_exchange > 0)
       layout.island_exchange->die_in_exchange(f.sigkill_exchange);
     islands = std::make_unique<IslandSteps>(layout, *log);

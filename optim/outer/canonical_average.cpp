@@ -38,7 +38,7 @@ CanonicalIslandAverage::CanonicalIslandAverage(comm::Communicator& island_ranks,
   island_ = static_cast<int>(place[1].item<int64_t>());
   for (size_t f = 0; f < fragments.size(); ++f) {
     const CanonicalFragment& fragment = fragments[f];
-    placements_.push_back(placement_of(fragment, island_ranks_.size() == 1));
+    placements_.push_back(canonical_placement(fragment, island_ranks_.size() == 1));
     at::Tensor owners = at::zeros({fragment.numel}, at::kInt);
     owners.index_put_({placements_.back().owned_index}, at::ones({}, at::kInt), /*accumulate=*/true);
     wait(island_ranks_.all_reduce(owners, comm::ReduceOp::kSum));
@@ -50,9 +50,8 @@ CanonicalIslandAverage::CanonicalIslandAverage(comm::Communicator& island_ranks,
   }
 }
 
-CanonicalIslandAverage::Placement CanonicalIslandAverage::placement_of(const CanonicalFragment& fragment,
-                                                                       bool one_rank_island) {
-  Placement p;
+CanonicalPlacement canonical_placement(const CanonicalFragment& fragment, bool one_rank_island) {
+  CanonicalPlacement p;
   p.numel = fragment.numel;
   p.owned_at = fragment.owned.nonzero().view({-1});
   p.owned_index = fragment.index.masked_select(fragment.owned);
@@ -66,7 +65,7 @@ CanonicalIslandAverage::Placement CanonicalIslandAverage::placement_of(const Can
 }
 
 at::Tensor CanonicalIslandAverage::to_canonical(const at::Tensor& values, int fragment) const {
-  const Placement& p = placements_.at(static_cast<size_t>(fragment));
+  const CanonicalPlacement& p = placements_.at(static_cast<size_t>(fragment));
   // A one-rank island's values are its canonical vector: no scatter, no sum over the island.
   if (p.identity) return values.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
   at::Tensor canonical = at::zeros({p.numel}, at::kFloat);
@@ -77,7 +76,7 @@ at::Tensor CanonicalIslandAverage::to_canonical(const at::Tensor& values, int fr
 
 at::Tensor CanonicalIslandAverage::from_canonical(const at::Tensor& values, const at::Tensor& canonical,
                                                   int fragment) const {
-  const Placement& p = placements_.at(static_cast<size_t>(fragment));
+  const CanonicalPlacement& p = placements_.at(static_cast<size_t>(fragment));
   if (p.identity) return canonical.to(values.device());
   at::Tensor out = values.to(at::kCPU).clone();
   out.index_copy_(0, p.placed_at, canonical.index_select(0, p.placed_index));

@@ -31,6 +31,18 @@ struct CanonicalFragment {
   at::Tensor owned;   // bool, same length: this rank contributes the element to its island's sum
 };
 
+// A fragment's placement, derived once from its CanonicalFragment: the positions in the rank's
+// values and the canonical indices they map to.
+struct CanonicalPlacement {
+  int64_t numel = 0;
+  at::Tensor owned_at, owned_index;    // this rank's owned elements
+  at::Tensor placed_at, placed_index;  // every element with a canonical place
+  // The rank's values are the canonical fragment itself (a one-rank island's, unpadded): both
+  // conversions are copies.
+  bool identity = false;
+};
+CanonicalPlacement canonical_placement(const CanonicalFragment& fragment, bool one_rank_island);
+
 class CanonicalIslandAverage : public IslandAverage {
  public:
   // `island_ranks`: every rank of this island, used by nothing else (averages may run on a thread
@@ -49,18 +61,6 @@ class CanonicalIslandAverage : public IslandAverage {
   const std::vector<LeftOut>& left_out() const override { return left_out_; }
 
  private:
-  // A fragment's placement, derived once from its CanonicalFragment: the positions in the rank's
-  // values and the canonical indices they map to.
-  struct Placement {
-    int64_t numel = 0;
-    at::Tensor owned_at, owned_index;    // this rank's owned elements
-    at::Tensor placed_at, placed_index;  // every element with a canonical place
-    // The rank's values are the canonical fragment itself (a one-rank island's, unpadded): both
-    // conversions are copies.
-    bool identity = false;
-  };
-  static Placement placement_of(const CanonicalFragment& fragment, bool one_rank_island);
-
   bool leader() const { return island_ranks_.rank() == 0; }
   // The island's canonical vector of fragment `fragment` from every rank's owned `values`.
   at::Tensor to_canonical(const at::Tensor& values, int fragment) const;
@@ -75,7 +75,7 @@ class CanonicalIslandAverage : public IslandAverage {
 
   comm::Communicator& island_ranks_;
   IslandExchange& exchange_;
-  std::vector<Placement> placements_;
+  std::vector<CanonicalPlacement> placements_;
   int islands_ = 1, island_ = 0;
   std::vector<LeftOut> left_out_;
 };

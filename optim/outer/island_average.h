@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace atl::optim::outer {
@@ -15,6 +16,13 @@ namespace atl::optim::outer {
 struct LeftOut {
   int island;
   double norm;
+};
+
+// Test hook (ATOLL_FAULT corrupt_chunk@EXCHANGE:ISLAND): island `island` flips a byte of the first
+// chunk it sends in its `exchange`-th exchange (1-based), after tagging it, as a link would.
+struct InFlightCorruption {
+  int64_t exchange = -1;
+  int island = -1;
 };
 
 class IslandAverage {
@@ -35,6 +43,8 @@ class IslandAverage {
   virtual void bound_norms(double max_norm) = 0;
   // The islands the last average() left out for their norm.
   virtual const std::vector<LeftOut>& left_out() const = 0;
+  // Test hook: see InFlightCorruption (a no-op where the average sends through another).
+  virtual void corrupt_in_flight(InFlightCorruption /*corruption*/) {}
 };
 
 }  // namespace atl::optim::outer

@@ -24,34 +24,6 @@ void IslandExchange::authenticate(ExchangeAuthentication authentication) {
   session_exchanges_ = 0;
 }
 
-int64_t IslandExchange::tag_bytes() const {
-  return authentication_ ? static_cast<int64_t>(comm::MessageAuthenticator::kTagBytes) : 0;
-}
-
-std::string IslandExchange::context(int attempt, int phase, int sender, int receiver) const {
-  return authentication_->session + "|exchange " + std::to_string(session_exchanges_) + "|attempt " +
-         std::to_string(attempt) + "|phase " + std::to_string(phase) + "|" + std::to_string(sender) + ">" +
-         (receiver < 0 ? "all" : std::to_string(receiver));
-}
-
-at::Tensor IslandExchange::tagged(const at::Tensor& payload, const std::string& context) const {
-  if (!authentication_) return payload;
-  at::Tensor message = at::empty({payload.numel() + tag_bytes()}, payload.options());
-  message.narrow(0, 0, payload.numel()).copy_(payload);
-  const comm::MessageAuthenticator::Tag tag = authentication_->authenticator->tag(
-      context, payload.data_ptr<uint8_t>(), static_cast<size_t>(payload.numel()));
-  std::copy(tag.begin(), tag.end(), message.data_ptr<uint8_t>() + payload.numel());
-  return message;
-}
-
-bool IslandExchange::authentic(const at::Tensor& message, int64_t payload_bytes,
-                               const std::string& context) const {
-  if (!authentication_) return true;
-  const uint8_t* bytes = message.data_ptr<uint8_t>();
-  return authentication_->authenticator->verify(context, bytes, static_cast<size_t>(payload_bytes),
-                                                bytes + payload_bytes);
-}
-
 void IslandExchange::corrupt_if_hooked(at::Tensor& message, int attempt) {
   if (attempt != 0 || exchanges_ != corruption_.exchange || group_.rank() != corruption_.island) return;
   message = message.clone();  // the sender's own copy stays intact, as on a real link
@@ -79,30 +51,7 @@ int IslandExchange::agree_on_rejected(const std::vector<int>& rejected_here) {
   }
   group_.all_reduce(failures, comm::ReduceOp::kSum)->wait();
   bytes_sent_ += comm::ring_wire_bytes(failures.nbytes(), k, 2);
-  // The sender most receivers rejected: an island with another secret fails at every receiver, while
-  // it rejects each honest sender only once.
-  const int most = failures.max().item<int>();
-  return most == 0 ? -1 : failures.eq(most).nonzero()[0].item<int>();
-}
-
-template <typename Result, typename Attempt>
-Result IslandExchange::retried_until_authentic(Attempt attempt_once) {
-  ++exchanges_;
-  ++session_exchanges_;
-  int rejected = -1;
-  for (int attempt = 0; attempt < kAuthenticatedAttempts; ++attempt) {
-    std::optional<Result> result = attempt_once(attempt, rejected);
-    if (result) return std::move(*result);
-    if (group_.rank() == 0)
-      std::cerr << "atoll: outer exchange " << exchanges_ << ": island " << rejected
-                << "'s chunk failed its HMAC check; the exchange runs again (attempt " << attempt + 2
-                << " of " << kAuthenticatedAttempts << ")\n";
-  }
-  throw std::runtime_error(
-      "outer exchange " + std::to_string(exchanges_) + ": chunks from island " + std::to_string(rejected) +
-      " failed their HMAC check " + std::to_string(kAuthenticatedAttempts) +
-      " times in a row and were never averaged in; check that island's outer.secret_file "
-      "and its link, then resume every island from the last checkpoint");
+  return most_rejected(failures);
 }
 
 void IslandExchange::account(Clock::time_point start, uint64_t bytes, int messages) {
@@ -121,12 +70,7 @@ void IslandExchange::throw_unless_all_finite(const at::Tensor& values) {
       at::full({1}, finite ? -1 : k - 1 - group_.rank(), at::TensorOptions().dtype(at::kInt));
   group_.all_reduce(vote, comm::ReduceOp::kMax)->wait();
   bytes_sent_ += comm::ring_wire_bytes(vote.nbytes(), k, 2);
-  const int worst = vote.item<int>();
-  if (worst >= 0)
-    throw std::invalid_argument(
-        "outer exchange: island " + std::to_string(k - 1 - worst) +
-        " has non-finite values in its pseudo-gradient (its inner training diverged); "
-        "lower optim.lr or set optim.grad_clip, and resume from the last checkpoint");
+  if (vote.item<int>() >= 0) throw_diverged(k - 1 - vote.item<int>());
 }
 
 // The exchange runs on host copies over the group's MPI plane: islands sit behind links NCCL is not

@@ -34,24 +34,12 @@
 #include "comm/communicator.h"
 #include "comm/message_authenticator.h"
 #include "optim/outer/codec.h"
+#include "optim/outer/exchange_checks.h"
 #include "optim/outer/island_average.h"
 #include "optim/outer/simulated_link.h"
 #include "optim/outer/topk_codec.h"
 
 namespace atl::optim::outer {
-
-// The job secret and what makes this group's tags its own (the rendezvous' nonce and round).
-struct ExchangeAuthentication {
-  std::shared_ptr<const comm::MessageAuthenticator> authenticator;
-  std::string session;
-};
-
-// Test hook (ATOLL_FAULT corrupt_chunk@EXCHANGE:ISLAND): island `island` flips a byte of the first
-// chunk it sends in its `exchange`-th exchange (1-based), after tagging it, as a link would.
-struct InFlightCorruption {
-  int64_t exchange = -1;
-  int island = -1;
-};
 
 // Thrown by mean() when its round did not count on every member (islands as separate jobs with a
 // membership per round, settle_rounds_with): nothing of it was applied; meet again and retry.
@@ -62,7 +50,7 @@ class RoundFailed : public std::runtime_error {
 
 class IslandExchange : public IslandAverage {
  public:
-  static constexpr int kAuthenticatedAttempts = 3;
+  static constexpr int kAuthenticatedAttempts = outer::kAuthenticatedAttempts;
 
   // `islands`: the island group (one rank of every island with the same place in its island).
   IslandExchange(comm::Communicator& islands, Codec codec, SimulatedLink link);
@@ -96,7 +84,7 @@ class IslandExchange : public IslandAverage {
 
   // From now on every message is tagged and checked (see the top of this file).
   void authenticate(ExchangeAuthentication authentication);
-  void corrupt_in_flight(InFlightCorruption corruption) { corruption_ = corruption; }
+  void corrupt_in_flight(InFlightCorruption corruption) override { corruption_ = corruption; }
   // Test hook (ATOLL_FAULT sigkill_in_exchange@EXCHANGE): this process dies (SIGKILL) in its
   // `exchange`-th exchange (1-based) once its first phase is through, as a machine losing power
   // mid-exchange would: the others' second phase fails.
@@ -120,6 +108,8 @@ class IslandExchange : public IslandAverage {
 
   // Bytes this rank has sent in exchanges (encoded sizes, the volume a link carries).
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  // Counts `bytes` sent between islands by an average beside this exchange (sliced_average.h).
+  void count_sent(uint64_t bytes) { bytes_sent_ += bytes; }
   // Seconds the simulated link has accounted for.
   double simulated_seconds() const { return simulated_ns_.load() * 1e-9; }
 
@@ -136,21 +126,30 @@ class IslandExchange : public IslandAverage {
   std::optional<std::vector<at::Tensor>> try_group_sums(const std::vector<at::Tensor>& tensors,
                                                         const std::vector<int>& members, bool sparse,
                                                         int attempt, uint64_t& sent, int& rejected);
-  // Runs `attempt_once(attempt, rejected)` until it gives a result, at most kAuthenticatedAttempts
-  // times; then throws naming the island whose chunks kept failing.
+  // Runs `attempt_once(attempt, rejected)` until it gives a result (exchange_checks.h), numbering
+  // the exchange in this session too.
   template <typename Result, typename Attempt>
-  Result retried_until_authentic(Attempt attempt_once);
+  Result retried_until_authentic(Attempt attempt_once) {
+    ++session_exchanges_;
+    return outer::retried_until_authentic<Result>(exchanges_, group_.rank() == 0, attempt_once);
+  }
   void throw_unless_all_finite(const at::Tensor& values);
   // Sets left_out_ from every island's norm (agreed over the group) against max_norm_.
   void agree_on_left_out(double norm, uint64_t& sent);
   void account(std::chrono::steady_clock::time_point start, uint64_t bytes, int messages);
 
-  // Tagging: `message` with its tag appended, and whether a received one's tag is right. Without a
-  // secret, messages travel as they are.
-  int64_t tag_bytes() const;
-  std::string context(int attempt, int phase, int sender, int receiver) const;
-  at::Tensor tagged(const at::Tensor& payload, const std::string& context) const;
-  bool authentic(const at::Tensor& message, int64_t payload_bytes, const std::string& context) const;
+  // Tagging (exchange_checks.h): `message` with its tag appended, and whether a received one's tag is
+  // right. Without a secret, messages travel as they are.
+  int64_t tag_bytes() const { return outer::tag_bytes(authentication_); }
+  std::string context(int attempt, int phase, int sender, int receiver) const {
+    return chunk_context(*authentication_, session_exchanges_, attempt, phase, sender, receiver);
+  }
+  at::Tensor tagged(const at::Tensor& payload, const std::string& context) const {
+    return outer::tagged(authentication_, payload, context);
+  }
+  bool authentic(const at::Tensor& message, int64_t payload_bytes, const std::string& context) const {
+    return outer::authentic(authentication_, message, payload_bytes, context);
+  }
   // The senders whose chunks failed here, agreed over the group: the sender the most receivers
   // rejected (the lowest of a tie), or -1 when none did. No-op (-1) without a secret.
   int agree_on_rejected(const std::vector<int>& rejected_here);

@@ -287,6 +287,7 @@ struct OuterConfig : optim::outer::OuterOptions {
   std::string secret_file = kNoSecret;
   int min_islands = 0;
   double grace_s = 10.0;
+  bool through_leader = false;  // islands of different layouts: rank 0 exchanges for its island
   static constexpr const char* kNoSecret = "none";
   bool has_secret() const { return secret_file != kNoSecret; }
 };
@@ -316,8 +317,9 @@ struct Config {
   bool islands_are_elastic() const {
     return islands_are_jobs() && outer.min_islands > 0 && outer.min_islands < parallel.islands;
   }
-  // Island jobs of a fixed membership average in the canonical parameter space through each
-  // island's rank 0 (optim/outer/canonical_average.h), so their layouts may differ; elastic island
+  // Island jobs of a fixed membership average in the canonical parameter space, rank by rank
+  // (optim/outer/sliced_average.h) or through each island's rank 0 (outer.through_leader;
+  // optim/outer/canonical_average.h), so their layouts may differ; elastic island
   // jobs, and islands averaging every step, exchange rank by rank and share one layout.
   bool islands_meet_canonically() const {
     return islands_are_jobs() && !islands_are_elastic() && outer.algorithm != OuterAlgorithm::kNone;

@@ -57,6 +57,9 @@ std::vector<Field> outer_fields() {
             at_least(0)),
       outer("grace_s", &OuterConfig::grace_s,
             "With min_islands: seconds a round waits for more once min_islands are there.", above(0)),
+      outer("through_leader", &OuterConfig::through_leader,
+            "Islands of different layouts: each island's rank 0 exchanges whole fragments for its "
+            "island; false: every rank exchanges its slice with the other islands' ranks."),
   };
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Islands of different layouts (issue 19, test f): island 0 a job of tp=2 x dp=2 with ZeRO-1 (four
 # ranks), island 1 a job of one rank, meet at atoll rendezvous and train DiLoCo; they average in the
-# canonical parameter space (optim/outer/canonical_average.h). After every outer round (checkpoints
-# at steps 4, 8, 12) both islands hold bit-identical phi, and it is within 1e-5 of the phi two
-# one-rank islands hold after the same rounds; the four-rank island's link carries the model once per
-# round, like the one-rank island's. Streaming DiLoCo between an island of pp=2 x tp=2 and one of one
-# rank ends with bit-identical phi too.
+# canonical parameter space, each rank exchanging its own slice (optim/outer/sliced_average.h).
+# After every outer round (checkpoints at steps 4, 8, 12) both islands hold bit-identical phi, the
+# same bits as through each island's rank 0 (outer.through_leader, optim/outer/canonical_average.h),
+# and within 1e-5 of the phi two one-rank islands hold after the same rounds; the four-rank island
+# carries the model once per round, like the one-rank island. Streaming DiLoCo between an island of
+# pp=2 x tp=2 and one of one rank ends with bit-identical phi too.
 # Usage: island_layouts.sh ATOLL_BIN
 set -uo pipefail
 atoll=$1
@@ -61,6 +62,10 @@ if [[ ${statuses[*]} == "0 0" ]] && grep -qE "^ +3 +[^ ]+ +3/4 +[^ ]+ +0 +0 +1 +
 else
   check fail "islands of different layouts (exit ${statuses[*]}; sent $(outer_bytes mixed 0) and $(outer_bytes mixed 1))" "$work/mixed-0.log"
 fi
+islands leader "--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set outer.through_leader=true" \
+  "--set outer.through_leader=true"
+[[ ${statuses[*]} == "0 0" ]] && check ok "reference: the same islands exchanging through each island's rank 0" ||
+  check fail "islands through their rank 0 (exit ${statuses[*]})" "$work/leader-0.log"
 islands alike "" ""
 [[ ${statuses[*]} == "0 0" ]] && check ok "reference: two islands of one rank each" ||
   check fail "two one-rank islands (exit ${statuses[*]})" "$work/alike-0.log"
@@ -71,6 +76,11 @@ for step in 4 8 12; do
     check ok "step $step: the tp=2 x dp=2 ZeRO-1 island's phi and the one-rank island's are bit-identical"
   else
     check fail "step $step: the islands' phi differ" "$work/export.log"
+  fi
+  if [[ -n ${reference:-} ]] && leader=$(phi leader 0 $step) && cmp -s "$a" "$leader"; then
+    check ok "step $step: rank by rank, the same phi bits as through each island's rank 0"
+  else
+    check fail "step $step: phi rank by rank against through rank 0" "$work/export.log"
   fi
   if [[ -n ${reference:-} ]] && python3 "$compare" "$a" "$reference" 1e-5 >"$work/compare-$step.log" 2>&1; then
     check ok "step $step: phi within 1e-5 of two one-rank islands' ($(cat "$work/compare-$step.log"))"

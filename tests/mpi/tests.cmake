@@ -14,4 +14,5 @@ atoll_mpi_test(test_checkpoint NP 1 2 4 GPU_NP 1 2 4 TIMEOUT 600)
 atoll_mpi_test(test_resharding NP 8 TIMEOUT 600)
 atoll_mpi_test(test_islands NP 2 4 GPU_NP 2 4 TIMEOUT 900)
 atoll_mpi_test(test_exchange_authentication NP 3 DEPS atoll_optim)
+atoll_mpi_test(test_sliced_average NP 3 4 DEPS atoll_optim)
 atoll_mpi_test(test_placement NP 2 HIDE_GPUS)  # the node gather of completed_placement
