@@ -1,12 +1,13 @@
 // Islands of different layouts averaging in the canonical space: the rank-by-rank exchange
 // (optim/outer/sliced_average.h) against the leader path (optim/outer/canonical_average.h), in one
-// run on the same values. Per rank: bytes sent to other islands, bytes moved inside the island, and
-// the peak host memory the average added (VmHWM reset before each average, less the resident size
-// before it; large buffers are mmapped so each path's frees return to the system). Run under mpirun:
+// run on the same values (checked to give the same bits). Per rank: bytes sent to other islands,
+// bytes moved inside the island, and the peak host memory the average added (VmHWM reset before
+// each average, less the resident size before it; large buffers are mmapped so each path's frees
+// return to the system). Run under mpirun:
 //   mpirun -np 8 build/bin/bench_island_slices [ISLAND_RANKS=4,4] [MILLIONS=16] [CODEC=int8]
 // The islands' ranks each own a scrambled 1/R of the canonical fragment (as tp x dp with ZeRO
-// shards do) and place a few replicas. Both paths run over MPI here (between islands the real
-// jobs use Gloo over TCP): bytes and memory are the figures, times on a shared host only indicative.
+// shards do). Both paths run over MPI here (between islands the real jobs use Gloo over TCP):
+// bytes and memory are the figures, times on a shared host only indicative.
 #include <malloc.h>
 #include <mpi.h>
 
@@ -66,6 +67,7 @@ struct Figures {
   uint64_t between = 0, inside = 0;
   int64_t peak = 0;
   double seconds = 0;
+  at::Tensor mean;
 };
 
 // One average of `values` through `average`, measured on this rank.
@@ -77,11 +79,10 @@ Figures measure(Average& average, const at::Tensor& values, atl::comm::Communica
   reset_peak();
   const int64_t before = resident_and_peak().first;
   const auto start = std::chrono::steady_clock::now();
-  at::Tensor mean = average.average(values, 1.0, 0);
   Figures f;
+  f.mean = average.average(values, 1.0, 0);
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.peak = resident_and_peak().second - before;
-  mean.reset();
   f.between = between() - between_before;
   f.inside = island_ranks.bytes().total_bytes() - inside_before;
   return f;
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
   outer::SlicedIslandAverage sliced(*island_ranks, *world, ranks, codec, {fragment});
   const Figures by_ranks = measure(sliced, values, *island_ranks, [&] { return sliced.bytes_sent(); });
   const Figures by_leader = measure(leader, values, *island_ranks, [&] { return exchange.bytes_sent(); });
+  int same = by_ranks.mean.equal(by_leader.mean) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 
   const auto mib = [](double bytes) { return bytes / (1024.0 * 1024.0); };
   std::vector<double> row{static_cast<double>(island),
@@ -160,6 +163,7 @@ int main(int argc, char** argv) {
   }
   std::printf("busiest link between islands: %.2f MiB (leader) -> %.2f MiB (rank by rank), %.2fx less\n",
               most[0], most[1], most[0] / std::max(most[1], 1e-9));
+  std::printf("the same means, bit for bit, on every rank: %s\n", same == 1 ? "yes" : "NO");
   std::printf(
       "largest peak host memory of the average: %.1f MiB (leader) -> %.1f MiB (rank by rank), %.2fx less\n",
       peak[0], peak[1], peak[0] / std::max(peak[1], 1e-9));

@@ -50,6 +50,12 @@ std::vector<CanonicalPiece> canonical_pieces(int64_t numel, const std::vector<in
   for (int j = 0; j < islands && grid == SliceGrid::kIslandChunks; ++j)
     chunk_bounds.push_back(comm::shard_range(numel, islands, j).offset);
   cuts.insert(cuts.end(), chunk_bounds.begin(), chunk_bounds.end());
+  // Pieces of at most kMaxPieceElements, on the grid: the codec's temporaries stay that small.
+  const std::vector<int64_t> origins = grid == SliceGrid::kWhole ? std::vector<int64_t>{0} : chunk_bounds;
+  for (size_t o = 0; o < origins.size(); ++o) {
+    const int64_t end = o + 1 < origins.size() ? origins[o + 1] : numel;
+    for (int64_t at = origins[o] + kMaxPieceElements; at < end; at += kMaxPieceElements) cuts.push_back(at);
+  }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
 

@@ -11,7 +11,9 @@
 // Islands with different rank counts cut in different places; the pieces are the intervals between
 // the union of every island's cut points (and, for kIslandChunks, the chunk bounds), so each piece
 // has exactly one owner in every island and lies inside one chunk -- the island that sums it.
-// Every island computes the same pieces from the islands' rank counts alone.
+// Pieces are also cut every kMaxPieceElements on the grid, so that encoding one never needs more
+// than that many elements' temporaries. Every island computes the same pieces from the islands'
+// rank counts alone.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,9 @@
 namespace atl::optim::outer {
 
 enum class SliceGrid { kIslandChunks, kWhole };
+
+// The longest piece: 4096 codec blocks (4 MiB of fp32).
+constexpr int64_t kMaxPieceElements = int64_t{1} << 20;
 
 // One interval of the canonical fragment and who holds it.
 struct CanonicalPiece {

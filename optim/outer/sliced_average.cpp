@@ -151,22 +151,24 @@ void SlicedIslandAverage::move_in_island(const Route& r, bool to_slices, const a
                                          at::Tensor& target, int tag) {
   const std::vector<at::Tensor>& from = to_slices ? r.at : r.slice_at;
   const std::vector<at::Tensor>& to = to_slices ? r.slice_at : r.at;
-  const int me = island_ranks_.rank();
-  std::vector<comm::P2POp> ops;
-  std::vector<at::Tensor> received(from.size());
-  for (int q = 0; q < island_ranks_.size(); ++q) {
-    const size_t s = static_cast<size_t>(q);
-    if (q == me) {
-      received[s] = source.index_select(0, from[s]);
-      continue;
-    }
-    if (from[s].numel() > 0)
-      ops.push_back({comm::P2POp::Kind::kSend, source.index_select(0, from[s]), q, tag});
-    received[s] = at::empty({to[s].numel()}, at::kFloat);
-    if (to[s].numel() > 0) ops.push_back({comm::P2POp::Kind::kRecv, received[s], q, tag});
+  const int ranks = island_ranks_.size(), me = island_ranks_.rank();
+  target.index_put_({to[static_cast<size_t>(me)]}, source.index_select(0, from[static_cast<size_t>(me)]));
+  // One peer pair at a time (to the rank d ahead, from the rank d behind): only a pair's share of
+  // the elements is in flight at once, not the whole slice twice over.
+  for (int d = 1; d < ranks; ++d) {
+    const size_t ahead = static_cast<size_t>((me + d) % ranks),
+                 behind = static_cast<size_t>((me - d + ranks) % ranks);
+    std::vector<comm::P2POp> ops;
+    if (from[ahead].numel() > 0)
+      ops.push_back(
+          {comm::P2POp::Kind::kSend, source.index_select(0, from[ahead]), static_cast<int>(ahead), tag});
+    const at::Tensor received = at::empty({to[behind].numel()}, at::kFloat);
+    if (received.numel() > 0)
+      ops.push_back({comm::P2POp::Kind::kRecv, received, static_cast<int>(behind), tag});
+    if (ops.empty()) continue;
+    wait(island_ranks_.batch_p2p(ops));
+    target.index_put_({to[behind]}, received);
   }
-  if (!ops.empty()) wait(island_ranks_.batch_p2p(ops));
-  for (size_t q = 0; q < received.size(); ++q) target.index_put_({to[q]}, received[q]);
 }
 
 at::Tensor SlicedIslandAverage::gathered(const at::Tensor& values, const Cut& c) {

@@ -5,7 +5,8 @@
 // padding). Every codec gives the leader path's bits, the NoLoCo group mean too, with the same islands
 // left out for their norm; the island's bytes equal the leader's and each rank of a two-rank island
 // sends less than its island; a diverged island stops every rank with the same line. The cut itself
-// (optim/outer/canonical_slices.h): pieces tile the fragment, each inside one chunk, on its block grid.
+// (optim/outer/canonical_slices.h): pieces tile the fragment, each inside one chunk, on its block grid,
+// none longer than kMaxPieceElements.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -150,13 +151,14 @@ TEST_F(SlicedAverage, ADivergedIslandStopsEveryRankWithOneLine) {
 }
 
 TEST(CanonicalSlices, PiecesTileTheFragmentInsideChunksOnTheirBlockGrid) {
-  for (const int64_t n : {int64_t{7}, int64_t{300}, int64_t{5001}, int64_t{100000}})
+  for (const int64_t n : {int64_t{7}, int64_t{300}, int64_t{5001}, int64_t{100000}, int64_t{3000001}})
     for (const std::vector<int>& ranks : {std::vector<int>{4, 1}, {2, 3, 1}, {8, 4}})
       for (outer::SliceGrid grid : {outer::SliceGrid::kIslandChunks, outer::SliceGrid::kWhole}) {
         const int k = static_cast<int>(ranks.size());
         int64_t at = 0;
         for (const outer::CanonicalPiece& p : outer::canonical_pieces(n, ranks, grid)) {
           EXPECT_EQ(p.offset, at);
+          EXPECT_LE(p.numel, outer::kMaxPieceElements);
           at += p.numel;
           ASSERT_EQ(p.owner.size(), ranks.size());
           for (int i = 0; i < k; ++i) {
