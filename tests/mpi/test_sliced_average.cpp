@@ -152,7 +152,7 @@ TEST_F(SlicedAverage, ADivergedIslandStopsEveryRankWithOneLine) {
 
 TEST(CanonicalSlices, PiecesTileTheFragmentInsideChunksOnTheirBlockGrid) {
   for (const int64_t n : {int64_t{7}, int64_t{300}, int64_t{5001}, int64_t{100000}, int64_t{3000001}})
-    for (const std::vector<int>& ranks : {std::vector<int>{4, 1}, {2, 3, 1}, {8, 4}})
+    for (const std::vector<int>& ranks : {std::vector<int>{4, 1}, {2, 3, 1}, {8, 4}, {1, 1}})
       for (outer::SliceGrid grid : {outer::SliceGrid::kIslandChunks, outer::SliceGrid::kWhole}) {
         const int k = static_cast<int>(ranks.size());
         int64_t at = 0;
