@@ -4,7 +4,8 @@
 // holding a scrambled share of a canonical fragment (owned elements, replicas it only places,
 // padding). Every codec gives the leader path's bits, the NoLoCo group mean too, with the same islands
 // left out for their norm; the island's bytes equal the leader's and each rank of a two-rank island
-// sends less than its island; a diverged island stops every rank with the same line. The cut itself
+// sends less than its island; tagged messages, one altered in flight, give the same bits; a diverged
+// island stops every rank with the same line. The cut itself
 // (optim/outer/canonical_slices.h): pieces tile the fragment, each inside one chunk, on its block grid,
 // none longer than kMaxPieceElements.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <numeric>
 #include <vector>
 
+#include "comm/message_authenticator.h"
 #include "comm/mpi_communicator.h"
 #include "optim/outer/canonical_average.h"
 #include "optim/outer/canonical_slices.h"
@@ -135,6 +137,31 @@ TEST_F(SlicedAverage, AnIslandSendsWhatItsLeaderSentAndEachRankItsShare) {
     EXPECT_LT(sliced.bytes_sent(), leader_bytes * 3 / 4);
     EXPECT_GT(sliced.bytes_sent(), leader_bytes / 4);
   }
+}
+
+TEST_F(SlicedAverage, TaggedMessagesAndAnAlteredOneGiveTheSameBits) {
+  const auto average = [&](bool tags, bool altered) {
+    auto sliced = std::make_unique<outer::SlicedIslandAverage>(
+        *island_ranks_, *world_, ranks_per_island_, outer::Codec::kInt4,
+        std::vector<outer::CanonicalFragment>{fragments_[1]});
+    if (tags)
+      sliced->authenticate(
+          {std::make_shared<atl::comm::MessageAuthenticator>("an island secret of 32 bytes...."),
+           "test session"});
+    // Island 1's ranks each alter their first message of the first exchange: its receivers reject
+    // it and the exchange runs again.
+    if (altered) sliced->corrupt_in_flight({1, 1});
+    const at::Tensor mean = sliced->average(values(1), 1.0, 0);
+    uint64_t every_rank = sliced->bytes_sent();  // what every rank sent
+    MPI_Allreduce(MPI_IN_PLACE, &every_rank, 1, MPI_UINT64_T, MPI_SUM, world_->handle());
+    return std::make_pair(mean, every_rank);
+  };
+  const auto [expected, plain_bytes] = average(false, false);
+  const auto [tagged, tagged_bytes] = average(true, false);
+  const auto [altered, altered_bytes] = average(true, true);
+  EXPECT_TRUE(everywhere(tagged.equal(expected) && altered.equal(expected)));
+  EXPECT_GT(tagged_bytes, plain_bytes);            // 32 bytes of tag per message
+  EXPECT_GT(altered_bytes, tagged_bytes * 5 / 4);  // the exchange ran twice (its first try up to the check)
 }
 
 TEST_F(SlicedAverage, ADivergedIslandStopsEveryRankWithOneLine) {
