@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace atl::runtime {
 
+// Each epoch's permutation is computed, not stored: a keyed Feistel network on the smallest
+// power-of-four domain that holds the sequences, cycle-walked back into [0, num_samples). Memory
+// stays constant however many sequences there are, and any position is O(1) to look up.
 class SampleOrder {
  public:
   // std::invalid_argument when num_samples < 1.
@@ -15,15 +17,16 @@ class SampleOrder {
 
   int64_t num_samples() const { return num_samples_; }
   // The sequence index at position `global_position` of the endless stream: epoch e =
-  // position / num_samples walks a permutation seeded by (seed, e). The current epoch's permutation
-  // is cached, so a forward walk is O(1) per call. std::out_of_range for a negative position.
-  int64_t sample_at(int64_t global_position);
+  // position / num_samples walks a permutation keyed by (seed, e). std::out_of_range for a
+  // negative position.
+  int64_t sample_at(int64_t global_position) const;
 
  private:
+  uint64_t permute(uint64_t x, uint64_t key) const;
+
   int64_t num_samples_;
   uint64_t seed_;
-  int64_t cached_epoch_ = -1;
-  std::vector<int64_t> permutation_;
+  int half_bits_;  // the Feistel domain is [0, 2^(2 * half_bits_))
 };
 
 // Positions [first, first + count) of the global stream that data-parallel rank `dp_rank` of
