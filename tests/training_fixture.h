@@ -92,8 +92,8 @@ inline runtime::Config tiny_config(const std::string& data_dir) {
   c.optim.lr = 2e-3;
   c.optim.min_lr = 2e-4;
   c.optim.warmup = 3;
-  c.data.train = data_dir + "/train.bin";
-  c.data.val = data_dir + "/val.bin";
+  c.data.train = {{data_dir + "/train.bin"}};
+  c.data.val = {{data_dir + "/val.bin"}};
   return c;
 }
 

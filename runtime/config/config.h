@@ -13,6 +13,7 @@
 #include "optim/outer/outer_options.h"
 #include "parallel/pipeline/schedule.h"
 #include "runtime/config/choices.h"
+#include "runtime/data/dataset_source.h"
 
 namespace atl::runtime {
 
@@ -250,8 +251,8 @@ struct KernelsConfig {
 };
 
 struct DataConfig {
-  std::string train = "data/pydocs/train.bin";
-  std::string val = "data/pydocs/val.bin";
+  DatasetList train = one_dataset("data/pydocs/train.bin");
+  DatasetList val = one_dataset("data/pydocs/val.bin");
   // atoll data prepare --tokenizer copies a SentencePiece model to DIR/tokenizer.model;
   // checkpoints carry it.
   std::string tokenizer = "bytes";

@@ -31,9 +31,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // positional for ordinary magnitudes and scientific (3e-05) for tiny or huge ones, as %g does.
 std::string shortest(double v);
 
+// A dataset list as YAML: its path alone when it is one dataset of weight 1 (what a single path
+// reads as), else a flow list of {path, weight}.
+std::string show_datasets(const DatasetList& datasets);
+
 template <typename T>
 std::string show_value(const T& v) {
-  if constexpr (std::is_same_v<T, bool>)
+  if constexpr (std::is_same_v<T, DatasetList>)
+    return show_datasets(v);
+  else if constexpr (std::is_same_v<T, bool>)
     return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, double>)
     return shortest(v);
@@ -123,6 +129,9 @@ std::string parse(const Rule& rule, const YAML::Node& node, double& out);
 std::string parse(const Rule& rule, const YAML::Node& node, int& out);
 std::string parse(const Rule& rule, const YAML::Node& node, int64_t& out);
 std::string parse(const Rule& rule, const YAML::Node& node, std::string& out);
+// A path, or a list of datasets each a path or { path: P, weight: W > 0 }; every problem of the list
+// on one line each, joined by newlines.
+std::string parse(const Rule& rule, const YAML::Node& node, DatasetList& out);
 
 // An enum-like field: one of the spellings its Choices<E> lists.
 template <typename E>
@@ -165,6 +174,8 @@ std::string type_name() {
     return "number";
   else if constexpr (std::is_enum_v<T>)
     return "choice";
+  else if constexpr (std::is_same_v<T, DatasetList>)
+    return "datasets";
   else
     return "string";
 }

@@ -4,59 +4,87 @@
 
 #include <stdexcept>
 
-namespace atl::runtime {
+#include "text/joined.h"
 
-TrainingData open_training_data(const std::string& train_path, const std::string& val_path, int seq,
-                                int vocab, uint64_t seed, int eval_every, int eval_sequences) {
-  TrainingData data{std::make_unique<SequenceSource>(train_path, seq, vocab, seed),
-                    std::make_unique<SequenceSource>(val_path, seq, vocab, seed)};
-  if (eval_every > 0 && data.val->num_sequences() < eval_sequences)
-    throw std::invalid_argument("train.eval_sequences = " + std::to_string(eval_sequences) + " but " +
-                                val_path + " holds only " + std::to_string(data.val->num_sequences()) +
-                                " sequences of model.seq + 1 tokens; lower train.eval_sequences");
-  return data;
-}
+namespace atl::runtime {
 namespace {
 
-int64_t sequences_in(const TokenShard& shard, int seq, const std::string& path) {
-  const int64_t n = (shard.size() - 1) / seq;
-  if (n < 1)
-    throw std::runtime_error("data: " + path + " holds " + std::to_string(shard.size()) +
-                             " tokens, fewer than one sequence of model.seq + 1 = " +
-                             std::to_string(seq + 1) + "; use a larger shard or a smaller model.seq");
-  return n;
+// Each dataset's shuffle has a key of its own, so two datasets of the same size are not read in
+// the same order.
+uint64_t dataset_seed(uint64_t seed, size_t dataset) {
+  return seed + static_cast<uint64_t>(dataset) * 0x9E3779B97F4A7C15ull;
+}
+
+std::string paths_of(const DatasetList& sources) {
+  std::vector<std::string> paths;
+  for (const DatasetSource& source : sources) paths.push_back(source.path);
+  return text::joined(paths, ", ");
 }
 
 }  // namespace
 
-SequenceSource::SequenceSource(const std::string& path, int seq, int vocab, uint64_t seed)
-    : shard_(path), seq_(seq), order_(sequences_in(shard_, seq, path), seed) {
-  const uint32_t max_token = shard_.max_token();
-  if (max_token >= static_cast<uint32_t>(vocab))
-    throw std::runtime_error("data: " + path + " contains token id " + std::to_string(max_token) +
-                             " but model.vocab = " + std::to_string(vocab) +
-                             "; set model.vocab to at least " + std::to_string(max_token + 1) +
-                             " or re-tokenize the data");
+std::unique_ptr<SequenceSource> open_sequence_source(const DatasetList& sources, DataSplit split, int seq,
+                                                     int vocab, uint64_t seed) {
+  std::vector<Dataset> datasets;
+  std::vector<double> weights;
+  for (const DatasetSource& source : sources) {
+    datasets.push_back(open_dataset(source.path, split, seq));
+    weights.push_back(source.weight);
+  }
+  return std::make_unique<SequenceSource>(std::move(datasets), weights, seq, vocab, seed);
 }
 
-template <typename IndexOf>
-TokenBatch SequenceSource::gather(int64_t count, IndexOf index_of) const {
+TrainingData open_training_data(const DatasetList& train, const DatasetList& val, int seq, int vocab,
+                                uint64_t seed, int eval_every, int eval_sequences) {
+  TrainingData data{open_sequence_source(train, DataSplit::kTrain, seq, vocab, seed),
+                    open_sequence_source(val, DataSplit::kVal, seq, vocab, seed)};
+  if (eval_every > 0 && data.val->num_sequences() < eval_sequences)
+    throw std::invalid_argument("train.eval_sequences = " + std::to_string(eval_sequences) + " but " +
+                                paths_of(val) + " holds only " + std::to_string(data.val->num_sequences()) +
+                                " sequences of model.seq + 1 tokens; lower train.eval_sequences");
+  return data;
+}
+
+SequenceSource::SequenceSource(std::vector<Dataset> datasets, const std::vector<double>& weights, int seq,
+                               int vocab, uint64_t seed)
+    : datasets_(std::move(datasets)), blend_(weights), seq_(seq) {
+  for (size_t d = 0; d < datasets_.size(); ++d) {
+    orders_.emplace_back(datasets_[d].num_sequences(), dataset_seed(seed, d));
+    for (const std::unique_ptr<Shard>& shard : datasets_[d].shards()) {
+      const uint32_t max_token = shard->max_token();
+      if (max_token >= static_cast<uint32_t>(vocab))
+        throw std::runtime_error("data: " + shard->path() + " contains token id " +
+                                 std::to_string(max_token) + " but model.vocab = " + std::to_string(vocab) +
+                                 "; set model.vocab to at least " + std::to_string(max_token + 1) +
+                                 " or re-tokenize the data");
+    }
+  }
+}
+
+int64_t SequenceSource::num_sequences() const {
+  int64_t total = 0;
+  for (const Dataset& d : datasets_) total += d.num_sequences();
+  return total;
+}
+
+template <typename SequenceAt>
+TokenBatch SequenceSource::gather(int64_t first, int64_t count, SequenceAt sequence_at) {
   at::Tensor windows = at::empty({count, seq_ + 1}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = windows.data_ptr<int64_t>();
-  for (int64_t i = 0; i < count; ++i) shard_.read(index_of(i) * seq_, seq_ + 1, out + i * (seq_ + 1));
+  for (int64_t i = 0; i < count; ++i) {
+    const BlendWalk::Draw draw = blend_.at(first + i);
+    const auto d = static_cast<size_t>(draw.dataset);
+    datasets_[d].read_sequence(sequence_at(d, draw.index), out + i * (seq_ + 1));
+  }
   return {windows.narrow(1, 0, seq_).contiguous(), windows.narrow(1, 1, seq_).contiguous()};
 }
 
 TokenBatch SequenceSource::shuffled(int64_t first, int64_t count) {
-  return gather(count, [&](int64_t i) { return order_.sample_at(first + i); });
+  return gather(first, count, [&](size_t d, int64_t index) { return orders_[d].sample_at(index); });
 }
 
-TokenBatch SequenceSource::in_order(int64_t first, int64_t count) const {
-  if (first + count > order_.num_samples())
-    throw std::out_of_range("data: " + shard_.path() + " holds " + std::to_string(order_.num_samples()) +
-                            " sequences, asked for [" + std::to_string(first) + ", " +
-                            std::to_string(first + count) + ")");
-  return gather(count, [&](int64_t i) { return first + i; });
+TokenBatch SequenceSource::in_order(int64_t first, int64_t count) {
+  return gather(first, count, [&](size_t d, int64_t index) { return index % datasets_[d].num_sequences(); });
 }
 
 }  // namespace atl::runtime

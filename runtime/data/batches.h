@@ -1,8 +1,10 @@
-// Batches of training and validation sequences cut from a token shard.
+// Batches of training and validation sequences cut from datasets of token shards, blended by weight.
 //
-// A sequence is a window of seq + 1 tokens (inputs, and targets shifted by one). Training takes
-// sequences in the global order of SampleOrder, which depends only on (seed, epoch), so every
-// data-parallel layout sees the same stream; validation takes them in file order from the start.
+// A sequence is a window of seq + 1 tokens (inputs, and targets shifted by one). Position p of the
+// stream draws from the dataset BlendWalk picks, and that dataset's own stream position from it;
+// training shuffles each dataset's stream by its SampleOrder, which depends only on (seed, dataset,
+// epoch), so every data-parallel layout sees the same stream and a global position is a complete
+// cursor. Validation takes each dataset's sequences in file order, blended the same way.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,9 +12,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "runtime/data/blend.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/dataset_source.h"
 #include "runtime/data/sample_order.h"
-#include "runtime/data/token_shard.h"
 
 namespace atl::runtime {
 
@@ -23,34 +28,47 @@ struct TokenBatch {
 
 class SequenceSource {
  public:
-  // Throws std::runtime_error (one line naming the file and the fix) when the shard is invalid,
-  // holds a token >= vocab, or is too short for one sequence.
-  SequenceSource(const std::string& path, int seq, int vocab, uint64_t seed);
+  // `weights`: one per dataset, each > 0. Throws std::runtime_error (one line naming the file and
+  // the fix) when a shard holds a token >= vocab.
+  SequenceSource(std::vector<Dataset> datasets, const std::vector<double>& weights, int seq, int vocab,
+                 uint64_t seed);
 
-  int64_t num_sequences() const { return order_.num_samples(); }
-  // Sequences at global stream positions [first, first + count).
+  // Every dataset's sequences together.
+  int64_t num_sequences() const;
+  const std::vector<Dataset>& datasets() const { return datasets_; }
+  // Each dataset's share of the stream (the weights normalised to sum to 1).
+  const std::vector<double>& shares() const { return blend_.weights(); }
+  // Sequences at global stream positions [first, first + count), shuffled.
   TokenBatch shuffled(int64_t first, int64_t count);
-  // Sequences [first, first + count) in file order.
-  TokenBatch in_order(int64_t first, int64_t count) const;
+  // Sequences at stream positions [first, first + count), each dataset in file order (from its
+  // start again once it is read through).
+  TokenBatch in_order(int64_t first, int64_t count);
 
  private:
-  template <typename IndexOf>
-  TokenBatch gather(int64_t count, IndexOf index_of) const;
+  template <typename SequenceAt>
+  TokenBatch gather(int64_t first, int64_t count, SequenceAt sequence_at);
 
-  TokenShard shard_;
+  std::vector<Dataset> datasets_;
+  std::vector<SampleOrder> orders_;
+  BlendWalk blend_;
   int seq_;
-  SampleOrder order_;
 };
+
+// The datasets of `sources` (their `split` side where a path is a prepared directory) as one
+// stream of sequences of `seq` + 1 tokens below `vocab`; throws std::runtime_error for a dataset
+// that does not open.
+std::unique_ptr<SequenceSource> open_sequence_source(const DatasetList& sources, DataSplit split, int seq,
+                                                     int vocab, uint64_t seed);
 
 // The sequences a run reads: training shuffled per step, validation in file order.
 struct TrainingData {
   std::unique_ptr<SequenceSource> train, val;
 };
 
-// Opens `train_path` and `val_path` as sequences of `seq` + 1 tokens below `vocab`. Throws
-// std::invalid_argument when validation is on (`eval_sequences` > 0 every `eval_every` > 0 steps)
-// and the validation shard holds fewer sequences.
-TrainingData open_training_data(const std::string& train_path, const std::string& val_path, int seq,
-                                int vocab, uint64_t seed, int eval_every, int eval_sequences);
+// Opens the datasets of `train` and `val` as sequences of `seq` + 1 tokens below `vocab`. Throws
+// std::runtime_error for a dataset that does not open, std::invalid_argument when validation is on
+// (`eval_sequences` > 0 every `eval_every` > 0 steps) and the validation data holds fewer sequences.
+TrainingData open_training_data(const DatasetList& train, const DatasetList& val, int seq, int vocab,
+                                uint64_t seed, int eval_every, int eval_sequences);
 
 }  // namespace atl::runtime

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/shard.h"
+
 namespace atl::runtime {
 
-class TokenShard {
+class TokenShard final : public Shard {
  public:
   // Opens and validates; throws std::runtime_error with one line naming the file, the problem and
   // the fix (missing file, short header, unknown magic or version, no tokens, truncated body).
@@ -22,17 +24,14 @@ class TokenShard {
   TokenShard(TokenShard&& other) noexcept;
   TokenShard& operator=(TokenShard&& other) noexcept;
 
-  int64_t size() const { return tokens_; }
+  int64_t size() const override { return tokens_; }
   int bytes_per_token() const { return bytes_per_token_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
 
   // Token i; std::out_of_range outside [0, size()).
   uint32_t token(int64_t i) const;
-  // Copies tokens [begin, begin + count) as int64 (what embedding lookups take); std::out_of_range
-  // when the range leaves the shard.
-  void read(int64_t begin, int64_t count, int64_t* out) const;
-  // The largest token id in the shard (one pass; checked against model.vocab at start-up).
-  uint32_t max_token() const;
+  void read(int64_t begin, int64_t count, int64_t* out) const override;
+  uint32_t max_token() const override;
 
  private:
   void check_range(int64_t begin, int64_t count) const;
@@ -48,7 +47,8 @@ class TokenShard {
 
 // Writes a shard: uint16 when every token fits (unless force_uint32), uint32 otherwise. Written to
 // a temporary file and renamed, so a crash never leaves a half-written shard under `path`.
-// std::invalid_argument for no tokens (the reader would reject the shard) or more than 2^31-1.
+// std::invalid_argument for no tokens (the reader would reject the shard) or more than 2^31-1 (llm.c's
+// header counts tokens in an int32: a larger corpus is many shards, which a dataset reads as one).
 void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens,
                        bool force_uint32 = false);
 

@@ -12,14 +12,15 @@ namespace atl::runtime {
 EvalResult evaluate(const LocalModel& model, const Tokenizer& tokenizer, const std::string& shard,
                     int64_t max_sequences, int batch, const std::function<void(int64_t, int64_t)>& progress) {
   const ModelConfig& config = model.config();
-  const SequenceSource source(shard, config.seq, config.vocab, /*seed=*/0);
+  const std::unique_ptr<SequenceSource> source =
+      open_sequence_source(one_dataset(shard), DataSplit::kVal, config.seq, config.vocab, /*seed=*/0);
   const int64_t sequences =
-      max_sequences > 0 ? std::min(max_sequences, source.num_sequences()) : source.num_sequences();
+      max_sequences > 0 ? std::min(max_sequences, source->num_sequences()) : source->num_sequences();
   EvalResult result;
   double nats = 0.0;
   for (int64_t first = 0; first < sequences; first += batch) {
     const int64_t count = std::min<int64_t>(batch, sequences - first);
-    const TokenBatch b = source.in_order(first, count);
+    const TokenBatch b = source->in_order(first, count);
     nats += model.loss(b.inputs, b.targets).item<double>() * static_cast<double>(b.targets.numel());
     const at::Tensor targets = b.targets.contiguous();
     const int64_t* ids = targets.data_ptr<int64_t>();

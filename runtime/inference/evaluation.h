@@ -21,8 +21,9 @@ struct EvalResult {
 };
 
 // Sequences of model.seq + 1 tokens from `shard` (all of them, or the first max_sequences > 0), in
-// batches of `batch`. std::runtime_error (one line) for a shard that does not open, holds ids past
-// the vocabulary, or is shorter than one sequence. `progress`: sequences done, in all.
+// batches of `batch`; a directory or glob reads as data.val does (a prepared directory's val*.bin).
+// std::runtime_error (one line) for a shard that does not open, holds ids past the vocabulary, or is shorter
+// than one sequence. `progress`: sequences done, in all.
 EvalResult evaluate(const LocalModel& model, const Tokenizer& tokenizer, const std::string& shard,
                     int64_t max_sequences = 0, int batch = 8,
                     const std::function<void(int64_t, int64_t)>& progress = nullptr);

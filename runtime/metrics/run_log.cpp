@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/metrics/peak_flops.h"
+#include "text/joined.h"
 
 namespace atl::runtime {
 namespace {
@@ -56,6 +57,13 @@ double model_flops_utilization(double tokens_per_s, double flops_per_token, doub
 }
 
 namespace {
+
+// The paths of a dataset list, as the summary names them.
+std::string dataset_paths(const DatasetList& datasets) {
+  std::vector<std::string> paths;
+  for (const DatasetSource& d : datasets) paths.push_back(d.path);
+  return text::joined(paths, " + ");
+}
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -120,11 +128,11 @@ void RunLog::summary(int world_size, int64_t train_sequences, const std::string&
   const double epochs = train_sequences > 0 ? static_cast<double>(c.train.steps) * c.train.global_batch /
                                                   static_cast<double>(train_sequences)
                                             : 0.0;
-  line("data: " + c.data.train + " (" + with_commas(train_sequences) + " sequences of " +
+  line("data: " + dataset_paths(c.data.train) + " (" + with_commas(train_sequences) + " sequences of " +
        std::to_string(c.model.seq) + " tokens), validation " +
        (c.train.eval_every > 0 && c.train.eval_sequences > 0
-            ? c.data.val + " (" + std::to_string(c.train.eval_sequences) + " sequences every " +
-                  std::to_string(c.train.eval_every) + " steps)"
+            ? dataset_paths(c.data.val) + " (" + std::to_string(c.train.eval_sequences) +
+                  " sequences every " + std::to_string(c.train.eval_every) + " steps)"
             : std::string("off")));
   line("train: " + std::to_string(c.train.steps) + " steps x " + std::to_string(c.train.global_batch) +
        " sequences = " + with_commas(tokens) + " tokens" + formatted(" (%.2f epochs)", epochs));

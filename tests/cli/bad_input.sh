@@ -163,6 +163,17 @@ expect_error bad_type "model.dim = 'abc' is not an integer" 2 train "$work/tiny.
 expect_error rank_mismatch "islands\*pp\*dp\*tp = 2 but 3 ranks were launched" 3 train "$work/tiny.yaml"
 expect_error batch_split "train.global_batch = 5 is not divisible by parallel.islands\*parallel.dp\*parallel.microbatches = 2" 2 train "$work/tiny.yaml" --set train.global_batch=5
 expect_error missing_data "does not exist; run .atoll data prepare." 2 train "$work/tiny.yaml" --set data.train=$work/none.bin
+# Dataset lists (docs/data.md): an entry without a path or with a weight <= 0 (the config's own check,
+# through plan: no ranks), a glob matching nothing, a directory without shards.
+expect_cli_error dataset_no_path 2 "config: data.train\[1\] = \{weight: 0.3\} has no path; write e.g. \{ path: data/web/, weight: 0.3 \}" \
+  plan "$work/tiny.yaml" --set "data.train=[$work/data/train.bin, {weight: 0.3}]"
+expect_cli_error dataset_weight 2 "config: data.val\[0\].weight = 0 must be > 0; set data.val\[0\].weight to a positive number" \
+  plan "$work/tiny.yaml" --set "data.val=[{path: $work/data/val.bin, weight: 0}]"
+expect_error glob_no_match "data: $work/web/\*.bin matches no file; check the pattern" 2 train "$work/tiny.yaml" \
+  --set "data.train=[{path: $work/data/train.bin, weight: 0.7}, {path: '$work/web/*.bin', weight: 0.3}]"
+mkdir -p "$work/no-shards" && printf 'text' >"$work/no-shards/notes.txt"
+expect_error dir_no_shards "data: directory $work/no-shards holds no .bin shard; point data.train/data.val at one" 2 train "$work/tiny.yaml" \
+  --set data.val="$work/no-shards"
 head -c 1500 "$work/data/train.bin" >"$work/truncated.bin"
 expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --set data.train=$work/truncated.bin
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"

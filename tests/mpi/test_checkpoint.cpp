@@ -1,9 +1,9 @@
 // Checkpoints: N steps, save, a new trainer resumes, N more steps -- bitwise the same losses and
 // parameters as 2N steps straight (1 rank, DP=2 with ZeRO-1, TP=2 x PP=2, by the launched rank
-// count), in each save mode (sync, async, async_lazy with a slowed copy); damaged checkpoints (a flipped
-// byte, a truncated shard, a missing manifest) are refused with a precise error when named and skipped by
-// `resume: auto`; and a checkpoint saved under TP=2 x PP=2 loads under DP=4 with ZeRO-3 and on one rank with
-// the same parameters.
+// count), in each save mode (sync, async, async_lazy with a slowed copy) and with a blend of two datasets;
+// damaged checkpoints (a flipped byte, a truncated shard, a missing manifest) are refused with a precise
+// error when named and skipped by `resume: auto`; and a checkpoint saved under TP=2 x PP=2 loads under DP=4
+// with ZeRO-3 and on one rank with the same parameters.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +154,21 @@ TEST_F(Checkpoint, Fp8AndBf16ResumeInEachOther) {
       EXPECT_NEAR(second.losses[s], straight.losses[half + s], 0.01 * straight.losses[half + s])
           << "step " << half + s + 1;
   }
+}
+
+// A blend of two datasets (one of them a directory of two shards) resumes bit for bit too: the
+// cursor is the global position, and both the blend and each dataset's order are computed from it.
+ATOLL_RUNS_AT(Checkpoint, BlendResumeIsBitwise, 2);
+TEST_F(Checkpoint, BlendResumeIsBitwise) {
+  Config config = resume_layout(world(), "ckpt-blend");
+  const fs::path data = fs::path(config.data.train[0].path).parent_path();
+  fs::create_directories(data / "code");
+  atl::runtime::write_token_shard((data / "code/train-00000.bin").string(),
+                                  atl::test::synthetic_tokens(3000, 3));
+  atl::runtime::write_token_shard((data / "code/train-00001.bin").string(),
+                                  atl::test::synthetic_tokens(2000, 4));
+  config.data.train = {{config.data.train[0].path, 0.7}, {(data / "code").string(), 0.3}};
+  expect_resume_is_bitwise(world(), config);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CheckpointMode,

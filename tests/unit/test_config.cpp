@@ -66,7 +66,7 @@ TEST(ConfigParse, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(c.optim.lr, 3e-4);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.95);
   EXPECT_EQ(c.optim.schedule, optim::LrDecay::kCosine);
-  EXPECT_EQ(c.data.val, "data/pydocs/val.bin");
+  EXPECT_EQ(c.data.val, DatasetList{{"data/pydocs/val.bin"}});
   // Empty text, comments only and empty sections all give the defaults (and the defaults are valid).
   for (const char* text : {"", "# nothing here\n", "model:\noptim:\n"})
     EXPECT_EQ(config_to_yaml(parse_config(text)), config_to_yaml(c)) << text;
@@ -86,7 +86,7 @@ TEST(ConfigParse, ContractYamlGivesItsValues) {
   EXPECT_DOUBLE_EQ(c.optim.beta1, 0.9);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.95);
   EXPECT_DOUBLE_EQ(c.optim.eps, 1e-8);
-  EXPECT_EQ(c.data.train, "data/pydocs/train.bin");
+  EXPECT_EQ(c.data.train, DatasetList{{"data/pydocs/train.bin"}});
   // Block style reads the same as flow style.
   const Config block =
       parse_config("model:\n  dim: 128\n  tie_embeddings: true\noptim:\n  betas:\n    - 0.8\n    - 0.9\n");
@@ -110,6 +110,44 @@ TEST(ConfigParse, OverridesAreYamlValuesAndMayCreateSections) {
   EXPECT_EQ(parse_config("train:\n", {"train.steps=8"}).train.steps, 8);
   // The last override of a key wins.
   EXPECT_EQ(parse_config("", {"train.steps=1", "train.steps=2"}).train.steps, 2);
+}
+
+TEST(ConfigParse, DataTakesAPathOrAListOfWeightedDatasets) {
+  const Config c = parse_config(
+      "data:\n  train:\n    - { path: data/web/*.bin, weight: 0.7 }\n    - { path: data/code/, weight: 0.3 "
+      "}\n"
+      "  val: [data/val.bin, { path: data/code/ }]\n");
+  EXPECT_EQ(c.data.train, (DatasetList{{"data/web/*.bin", 0.7}, {"data/code/", 0.3}}));
+  EXPECT_EQ(c.data.val, (DatasetList{{"data/val.bin", 1.0}, {"data/code/", 1.0}}));
+  // Saved and read back as written; a single path stays a plain path.
+  const Config back = parse_config(config_to_yaml(c));
+  EXPECT_EQ(back.data.train, c.data.train);
+  EXPECT_EQ(back.data.val, c.data.val);
+  EXPECT_NE(config_to_yaml(Config{}).find("  train: data/pydocs/train.bin\n"), std::string::npos);
+  EXPECT_EQ(parse_config("", {"data.train=[{path: a.bin, weight: 2}]"}).data.train,
+            (DatasetList{{"a.bin", 2.0}}));
+
+  const auto problem_of = [](const std::string& yaml) {
+    try {
+      parse_config(yaml);
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.problems().size(), 1u) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(problem_of("data: { train: [{ weight: 0.3 }] }"),
+            "config: data.train[0] = {weight: 0.3} has no path; write e.g. { path: data/web/, weight: 0.3 }");
+  EXPECT_EQ(
+      problem_of("data: { train: [a.bin, { path: b.bin, weight: 0 }] }"),
+      "config: data.train[1].weight = 0 must be > 0; set data.train[1].weight to a positive number, e.g. "
+      "0.3");
+  EXPECT_EQ(problem_of("data: { val: [{ path: b.bin, weight: -1 }] }").substr(0, 48),
+            "config: data.val[0].weight = -1 must be > 0; set");
+  EXPECT_NE(problem_of("data: { train: [{ path: b.bin, wieght: 1 }] }").find("unknown key 'wieght'"),
+            std::string::npos);
+  EXPECT_NE(problem_of("data: { train: [] }").find("is neither a path nor a list of datasets"),
+            std::string::npos);
 }
 
 TEST(ConfigErrors, UnknownNamesSuggestTheClosestKnownOne) {
@@ -445,8 +483,8 @@ TEST(ConfigOutput, SavedYamlRoundTripsEveryField) {
   const Config back = parse_config(yaml);
   EXPECT_EQ(config_to_yaml(back), yaml);
   EXPECT_EQ(back.run.dir, "runs/a b: ~#x 'q' \"d\"");
-  EXPECT_EQ(back.data.train, "~");
-  EXPECT_EQ(back.data.val, "true");
+  EXPECT_EQ(back.data.train, DatasetList{{"~"}});
+  EXPECT_EQ(back.data.val, DatasetList{{"true"}});
   EXPECT_EQ(back.data.tokenizer, "no");
   EXPECT_EQ(back.train.sample_prompt, "def #: ");
   EXPECT_DOUBLE_EQ(back.optim.lr, 1.5e-4);
