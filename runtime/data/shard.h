@@ -28,6 +28,9 @@ class Shard {
   }
 };
 
+// Throws std::runtime_error("data: PATH PROBLEM"): how the shard readers report a bad file.
+[[noreturn]] void shard_error(const std::string& path, const std::string& problem);
+
 // Opens `path` as the format its files say; throws std::runtime_error with one line naming the file,
 // the problem and the fix.
 std::unique_ptr<Shard> open_shard(const std::string& path);

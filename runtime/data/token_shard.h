@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/mapped_file.h"
 #include "runtime/data/shard.h"
+#include "runtime/data/token_span.h"
 
 namespace atl::runtime {
 
@@ -18,31 +20,21 @@ class TokenShard final : public Shard {
   // Opens and validates; throws std::runtime_error with one line naming the file, the problem and
   // the fix (missing file, short header, unknown magic or version, no tokens, truncated body).
   explicit TokenShard(const std::string& path);
-  ~TokenShard();
-  TokenShard(const TokenShard&) = delete;
-  TokenShard& operator=(const TokenShard&) = delete;
-  TokenShard(TokenShard&& other) noexcept;
-  TokenShard& operator=(TokenShard&& other) noexcept;
 
-  int64_t size() const override { return tokens_; }
+  int64_t size() const override { return tokens_.size(); }
   int bytes_per_token() const { return bytes_per_token_; }
   const std::string& path() const override { return path_; }
 
   // Token i; std::out_of_range outside [0, size()).
-  uint32_t token(int64_t i) const;
-  void read(int64_t begin, int64_t count, int64_t* out) const override;
-  uint32_t max_token() const override;
+  uint32_t token(int64_t i) const { return tokens_.token(i); }
+  void read(int64_t begin, int64_t count, int64_t* out) const override { tokens_.read(begin, count, out); }
+  uint32_t max_token() const override { return tokens_.max_token(); }
 
  private:
-  void check_range(int64_t begin, int64_t count) const;
-  void unmap();
-
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
-  const unsigned char* body_ = nullptr;
-  int64_t tokens_ = 0;
+  MappedFile file_;
   int bytes_per_token_ = 2;
+  TokenSpan tokens_;
 };
 
 // Writes a shard: uint16 when every token fits (unless force_uint32), uint32 otherwise. Written to

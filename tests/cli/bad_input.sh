@@ -174,6 +174,13 @@ expect_error glob_no_match "data: $work/web/\*.bin matches no file; check the pa
 mkdir -p "$work/no-shards" && printf 'text' >"$work/no-shards/notes.txt"
 expect_error dir_no_shards "data: directory $work/no-shards holds no .bin shard; point data.train/data.val at one" 2 train "$work/tiny.yaml" \
   --set data.val="$work/no-shards"
+# Megatron's .bin without its .idx, and with a corrupt one.
+head -c 3000 /dev/urandom >"$work/megatron.bin"
+expect_error megatron_no_idx "megatron.bin has magic .*; is it an llm.c token shard\? \(a Megatron .bin needs its .idx beside it: $work/megatron.idx\)" \
+  2 train "$work/tiny.yaml" --set data.train="$work/megatron.bin"
+cp "$work/megatron.bin" "$work/corrupt.bin" && { printf 'MMIDIDY\0\0'; head -c 60 /dev/zero; } >"$work/corrupt.idx"
+expect_error megatron_bad_idx "data: $work/corrupt.idx does not start with MMIDIDX; is it a Megatron index \(.idx\)\?" \
+  2 train "$work/tiny.yaml" --set data.train="$work/corrupt.bin"
 head -c 1500 "$work/data/train.bin" >"$work/truncated.bin"
 expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --set data.train=$work/truncated.bin
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"

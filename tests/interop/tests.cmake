@@ -34,3 +34,12 @@ add_test(NAME interop_tokenizer_json
                  $<TARGET_FILE:atoll_tokenize>)
 set_tests_properties(interop_tokenizer_json PROPERTIES TIMEOUT 300
   ENVIRONMENT "OMP_NUM_THREADS=1;RAYON_NUM_THREADS=1;HF_HUB_OFFLINE=1;TRANSFORMERS_VERBOSITY=warning")
+
+# Megatron's .bin/.idx (runtime/data/megatron_shard.h): files megatron-core's own builder writes (uint16
+# and int32 tokens, documents of several items, an empty document) read by Atoll as megatron-core's
+# IndexedDataset reads them -- the same tokens, and document starts where its document index says.
+atoll_add_executable(atoll_read_shard SOURCES interop/atoll_read_shard.cpp DEPS atoll_data)
+add_test(NAME interop_megatron
+         COMMAND ${ATOLL_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/interop/megatron_check.py
+                 $<TARGET_FILE:atoll_read_shard>)
+set_tests_properties(interop_megatron PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
