@@ -5,6 +5,7 @@
 #include "launcher/commands.h"
 #include "launcher/job_launch.h"
 #include "launcher/plan.h"
+#include "launcher/plan_data.h"
 #include "runtime/config/config.h"
 
 namespace atl::launcher {
@@ -14,10 +15,11 @@ constexpr const char* kPlanUsage = "atoll plan CONFIG [--np N] [--set key=value]
 
 int plan_command(const Args& args) {
   if (wants_help(args)) {
-    std::cout << "usage: " << kPlanUsage
-              << "\n\nPrints per pipeline stage the bytes of parameters, gradients, "
-              << "optimizer state and activations one rank holds, and the bytes each group sends per step.\n"
-              << "--np N checks the layout against N ranks first.\n";
+    std::cout
+        << "usage: " << kPlanUsage << "\n\nPrints per pipeline stage the bytes of parameters, gradients, "
+        << "optimizer state and activations one rank holds, and the bytes each group sends per step;\n"
+        << "then the training datasets (shards, tokens, weight, epochs at train.steps) where they open.\n"
+        << "--np N checks the layout against N ranks first.\n";
     return 0;
   }
   const ConfigArgs parsed = parse_config_args(args, kPlanUsage);
@@ -29,7 +31,7 @@ int plan_command(const Args& args) {
     if (const std::string mismatch = rank_count_mismatch(config, np); !mismatch.empty())
       throw std::invalid_argument(mismatch);
   }
-  std::cout << format_plan(config, make_plan(config));
+  std::cout << format_plan(config, make_plan(config)) << format_data_plan(config);
   return 0;
 }
 

@@ -156,7 +156,8 @@ struct Trainer::State {
     log->line(model_line(parameters, static_cast<double>(parameters * at::elementSize(layout.compute_dtype)),
                          std::string(name_of(config.train.precision)), config.parallel.zero, peak_flops,
                          world.size()));
-    log->summary(world.size(), data.train->num_sequences(),
+    log->summary(world.size(),
+                 data.train->uses(static_cast<int64_t>(config.train.steps) * config.train.global_batch),
                  mesh().rank_table(
                      world, {placement.local_rank, placement.local_size, device.device.str(), device.gpu}));
   }

@@ -47,7 +47,7 @@ TrainingData open_training_data(const DatasetList& train, const DatasetList& val
 
 SequenceSource::SequenceSource(std::vector<Dataset> datasets, const std::vector<double>& weights, int seq,
                                int vocab, uint64_t seed)
-    : datasets_(std::move(datasets)), blend_(weights), seq_(seq) {
+    : datasets_(std::move(datasets)), weights_(weights), blend_(weights), seq_(seq) {
   for (size_t d = 0; d < datasets_.size(); ++d) {
     orders_.emplace_back(datasets_[d].num_sequences(), dataset_seed(seed, d));
     for (const std::unique_ptr<Shard>& shard : datasets_[d].shards()) {

@@ -38,6 +38,10 @@ class SequenceSource {
   const std::vector<Dataset>& datasets() const { return datasets_; }
   // Each dataset's share of the stream (the weights normalised to sum to 1).
   const std::vector<double>& shares() const { return blend_.weights(); }
+  // What `sequences_in_run` sequences of this stream draw from each dataset.
+  std::vector<DatasetUse> uses(int64_t sequences_in_run) const {
+    return dataset_uses(datasets_, weights_, sequences_in_run);
+  }
   // Sequences at global stream positions [first, first + count), shuffled.
   TokenBatch shuffled(int64_t first, int64_t count);
   // Sequences at stream positions [first, first + count), each dataset in file order (from its
@@ -49,6 +53,7 @@ class SequenceSource {
   TokenBatch gather(int64_t first, int64_t count, SequenceAt sequence_at);
 
   std::vector<Dataset> datasets_;
+  std::vector<double> weights_;
   std::vector<SampleOrder> orders_;
   BlendWalk blend_;
   int seq_;

@@ -87,6 +87,22 @@ void Dataset::read_sequence(int64_t index, int64_t* out) const {
   where.shard->read(where.position, seq_ + 1, out);
 }
 
+std::vector<DatasetUse> dataset_uses(const std::vector<Dataset>& datasets, const std::vector<double>& weights,
+                                     int64_t sequences_in_run) {
+  double total = 0;
+  for (double w : weights) total += w;
+  std::vector<DatasetUse> uses;
+  for (size_t d = 0; d < datasets.size(); ++d) {
+    const Dataset& dataset = datasets[d];
+    const double share = weights[d] / total;
+    uses.push_back(
+        {dataset.name(), static_cast<int64_t>(dataset.shards().size()), dataset.tokens(),
+         dataset.num_sequences(), weights[d], share,
+         share * static_cast<double>(sequences_in_run) / static_cast<double>(dataset.num_sequences())});
+  }
+  return uses;
+}
+
 Dataset open_dataset(const std::string& path, DataSplit split, int seq) {
   std::vector<std::unique_ptr<Shard>> shards;
   for (const std::string& file : dataset_files(path, split)) shards.push_back(open_shard(file));

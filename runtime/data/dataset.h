@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/dataset_source.h"
 #include "runtime/data/shard.h"
 
 namespace atl::runtime {
@@ -51,6 +52,11 @@ class Dataset {
   int64_t tokens_ = 0;
   std::vector<int64_t> first_sequence_;  // shard k's first sequence; the total last
 };
+
+// What a run of `sequences_in_run` sequences draws from each of `datasets` blended by `weights`
+// (each one's share of the run; the blend keeps it within one sequence).
+std::vector<DatasetUse> dataset_uses(const std::vector<Dataset>& datasets, const std::vector<double>& weights,
+                                     int64_t sequences_in_run);
 
 // The dataset `path` names (dataset_files, each opened with open_shard).
 Dataset open_dataset(const std::string& path, DataSplit split, int seq);

@@ -3,6 +3,7 @@
 // and free of dependencies: the config holds it, the data room opens it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,15 @@ struct DatasetSource {
   bool operator==(const DatasetSource&) const = default;
 };
 using DatasetList = std::vector<DatasetSource>;
+
+// What a run reads of one dataset: the start-up summary's and `atoll plan`'s line for it.
+struct DatasetUse {
+  std::string name;  // as data.train names it
+  int64_t shards = 0, tokens = 0, sequences = 0;
+  double weight = 1.0;  // as given
+  double share = 1.0;   // of the stream: the weight over the sum of the weights
+  double epochs = 0.0;  // times through its sequences at the run's length
+};
 
 // A list of one dataset of weight 1: what a single path means. (A function rather than a braced
 // default member initializer, which crashes GCC 12's noexcept check.)

@@ -113,7 +113,7 @@ void RunLog::gpu_peaks(const std::string& gpu_name, const c10::Device& device,
                             : "unknown for this GPU"));
 }
 
-void RunLog::summary(int world_size, int64_t train_sequences, const std::string& rank_table) {
+void RunLog::summary(int world_size, const std::vector<DatasetUse>& train, const std::string& rank_table) {
   if (logger_) std::ofstream(config_.run.dir + "/ranks.txt") << rank_table << "\n";
   if (quiet()) return;
   if (verbose_) line(config_table(config_) + "\n" + rank_table);
@@ -124,16 +124,18 @@ void RunLog::summary(int world_size, int64_t train_sequences, const std::string&
       world_size, p.islands, p.pp, p.dp, p.tp, p.zero, std::string(name_of(c.train.precision)).c_str(),
       p.microbatches, p.microbatches == 1 ? "" : "es"));
   const int64_t tokens = static_cast<int64_t>(c.train.steps) * c.train.global_batch * c.model.seq;
+  int64_t train_sequences = 0;
+  for (const DatasetUse& use : train) train_sequences += use.sequences;
   // The global batch is the whole job's, islands included: every island reads its share of it.
   const double epochs = train_sequences > 0 ? static_cast<double>(c.train.steps) * c.train.global_batch /
                                                   static_cast<double>(train_sequences)
                                             : 0.0;
-  line("data: " + dataset_paths(c.data.train) + " (" + with_commas(train_sequences) + " sequences of " +
-       std::to_string(c.model.seq) + " tokens), validation " +
-       (c.train.eval_every > 0 && c.train.eval_sequences > 0
-            ? dataset_paths(c.data.val) + " (" + std::to_string(c.train.eval_sequences) +
-                  " sequences every " + std::to_string(c.train.eval_every) + " steps)"
-            : std::string("off")));
+  const std::string validation =
+      ", validation " + (c.train.eval_every > 0 && c.train.eval_sequences > 0
+                             ? dataset_paths(c.data.val) + " (" + std::to_string(c.train.eval_sequences) +
+                                   " sequences every " + std::to_string(c.train.eval_every) + " steps)"
+                             : std::string("off"));
+  for (const std::string& l : data_lines(train, c.model.seq, validation)) line(l);
   line("train: " + std::to_string(c.train.steps) + " steps x " + std::to_string(c.train.global_batch) +
        " sequences = " + with_commas(tokens) + " tokens" + formatted(" (%.2f epochs)", epochs));
   line(c.checkpoint.every > 0

@@ -12,6 +12,7 @@
 
 #include "runtime/config/config.h"
 #include "runtime/metrics/console_lines.h"
+#include "runtime/metrics/data_lines.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/metrics/progress_display.h"
 #include "runtime/metrics/tensorboard.h"
@@ -28,11 +29,10 @@ class RunLog {
   // (config.txt) there, opens metrics.jsonl and the TensorBoard directory. `flops_per_token` and
   // `peak_flops` (per rank, over `ranks`) give MFU.
   void open(bool is_logger, double flops_per_token, double peak_flops, int ranks);
-  // After open(), the start-up summary: the layout, the data (`train_sequences` of model.seq + 1
-  // tokens in the training shard), the steps and the checkpoint policy, a line each, and where
-  // the whole config is. `rank_table`: where each rank runs, written to run.dir/ranks.txt (and on
-  // the console under `verbose`).
-  void summary(int world_size, int64_t train_sequences, const std::string& rank_table);
+  // After open(), the start-up summary: the layout, the data (what the run reads of each training
+  // dataset, data_lines), the steps and the checkpoint policy, and where the whole config is. `rank_table`:
+  // where each rank runs, written to run.dir/ranks.txt (and on the console under `verbose`).
+  void summary(int world_size, const std::vector<DatasetUse>& train, const std::string& rank_table);
   bool verbose() const { return verbose_; }
   // On a GPU named `gpu_name`, before start(): its datasheet's dense bf16 peak, written beside the
   // measured one in the start record (MFU stays against the measured peak, which the run can

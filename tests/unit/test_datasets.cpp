@@ -15,11 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "launcher/plan_data.h"
 #include "runtime/data/batches.h"
 #include "runtime/data/blend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/sample_order.h"
 #include "runtime/data/token_shard.h"
+#include "runtime/metrics/data_lines.h"
 #include "tests/temp_dir_test.h"
 
 namespace atl::runtime {
@@ -249,6 +251,49 @@ TEST_F(TwoDatasetBlend, TheStreamIsTheSameWhateverTheLayoutAndTheResumePoint) {
     std::set<int64_t> epoch(firsts.begin() + e * 13, firsts.begin() + (e + 1) * 13);
     EXPECT_EQ(epoch.size(), 13u) << "epoch " << e;
   }
+}
+
+// The start-up summary and `atoll plan` say what the run reads of each dataset, and in one line
+// which datasets it reads more than once.
+TEST_F(TwoDatasetBlend, TheSummaryNamesEachDatasetItsShareAndItsEpochs) {
+  const std::vector<DatasetUse> uses = source()->uses(240);
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_EQ(uses[1].name, path("high"));
+  EXPECT_EQ(uses[1].shards, 2);
+  EXPECT_EQ(uses[1].sequences, 13);
+  EXPECT_DOUBLE_EQ(uses[1].share, 0.25);
+  EXPECT_DOUBLE_EQ(uses[1].epochs, 60.0 / 13);
+  EXPECT_DOUBLE_EQ(uses[0].epochs, 180.0 / 40);
+  const std::vector<std::string> blend = data_lines(uses, kSeq, ", validation off");
+  EXPECT_EQ(blend,
+            (std::vector<std::string>{
+                "data: 2 datasets blended by weight (53 sequences of 8 tokens), validation off",
+                "  " + path("low.bin") +
+                    ": 321 tokens in 1 shard, weight 3 (75.0% of sequences), 4.50 epochs "
+                    "in this run",
+                "  " + path("high") +
+                    ": 106 tokens in 2 shards, weight 1 (25.0% of sequences), 4.62 "
+                    "epochs in this run",
+                "data: read more than once in this run: " + path("low.bin") + " 4.50 times, " + path("high") +
+                    " 4.62 times (repeats weigh less than new tokens; more data or fewer "
+                    "steps avoid them)"}));
+  const std::vector<std::string> alone = data_lines({uses[0]}, kSeq, "");
+  ASSERT_EQ(alone.size(), 2u);
+  EXPECT_EQ(alone[0], "data: " + path("low.bin") + " (40 sequences of 8 tokens, 321 tokens in 1 shard)");
+  EXPECT_EQ(data_lines({DatasetUse{"a.bin", 1, 100, 10, 1, 1, 0.5}}, kSeq, "").size(), 1u)
+      << "read once: no line";
+
+  Config config;
+  config.model.seq = kSeq;
+  config.train.steps = 30;
+  config.train.global_batch = 8;
+  config.data.train = {{path("low.bin"), 3}, {path("high"), 1}};
+  const std::string plan = launcher::format_data_plan(config);
+  EXPECT_NE(plan.find(blend[1]), std::string::npos) << plan;
+  config.data.train = {{path("none/*.bin"), 1}};
+  EXPECT_EQ(launcher::format_data_plan(config),
+            "\ndata: not read here (data: " + path("none/*.bin") +
+                " matches no file; check the pattern, or run `atoll data prepare` first)\n");
 }
 
 }  // namespace
