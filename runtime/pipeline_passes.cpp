@@ -18,7 +18,7 @@ namespace {
 TokenBatch on_device(TokenBatch batch, const c10::Device& device) {
   if (!device.is_cuda()) return batch;
   return {batch.inputs.pin_memory().to(device, /*non_blocking=*/true),
-          batch.targets.pin_memory().to(device, /*non_blocking=*/true)};
+          batch.targets.pin_memory().to(device, /*non_blocking=*/true), std::move(batch.document_starts)};
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ struct Trainer::State {
     tokenizer = load_training_tokenizer(config);
     data = open_training_data(config.data.train, config.data.val, config.model.seq, config.model.vocab,
                               static_cast<uint64_t>(config.run.seed), config.train.eval_every,
-                              config.train.eval_sequences);
+                              config.train.eval_sequences,
+                              DocumentMarkers{tokenizer->bos_id(), tokenizer->eos_id()});
     if (config.model.starts_from_file())
       initial_weights = read_initial_weights(config.model, config.model.init_from);
     const ParallelConfig& p = config.parallel;

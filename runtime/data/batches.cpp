@@ -24,20 +24,20 @@ std::string paths_of(const DatasetList& sources) {
 }  // namespace
 
 std::unique_ptr<SequenceSource> open_sequence_source(const DatasetList& sources, DataSplit split, int seq,
-                                                     int vocab, uint64_t seed) {
+                                                     int vocab, uint64_t seed, DocumentMarkers markers) {
   std::vector<Dataset> datasets;
   std::vector<double> weights;
   for (const DatasetSource& source : sources) {
     datasets.push_back(open_dataset(source.path, split, seq));
     weights.push_back(source.weight);
   }
-  return std::make_unique<SequenceSource>(std::move(datasets), weights, seq, vocab, seed);
+  return std::make_unique<SequenceSource>(std::move(datasets), weights, seq, vocab, seed, markers);
 }
 
 TrainingData open_training_data(const DatasetList& train, const DatasetList& val, int seq, int vocab,
-                                uint64_t seed, int eval_every, int eval_sequences) {
-  TrainingData data{open_sequence_source(train, DataSplit::kTrain, seq, vocab, seed),
-                    open_sequence_source(val, DataSplit::kVal, seq, vocab, seed)};
+                                uint64_t seed, int eval_every, int eval_sequences, DocumentMarkers markers) {
+  TrainingData data{open_sequence_source(train, DataSplit::kTrain, seq, vocab, seed, markers),
+                    open_sequence_source(val, DataSplit::kVal, seq, vocab, seed, markers)};
   if (eval_every > 0 && data.val->num_sequences() < eval_sequences)
     throw std::invalid_argument("train.eval_sequences = " + std::to_string(eval_sequences) + " but " +
                                 paths_of(val) + " holds only " + std::to_string(data.val->num_sequences()) +
@@ -46,8 +46,8 @@ TrainingData open_training_data(const DatasetList& train, const DatasetList& val
 }
 
 SequenceSource::SequenceSource(std::vector<Dataset> datasets, const std::vector<double>& weights, int seq,
-                               int vocab, uint64_t seed)
-    : datasets_(std::move(datasets)), weights_(weights), blend_(weights), seq_(seq) {
+                               int vocab, uint64_t seed, DocumentMarkers markers)
+    : datasets_(std::move(datasets)), weights_(weights), blend_(weights), seq_(seq), markers_(markers) {
   for (size_t d = 0; d < datasets_.size(); ++d) {
     orders_.emplace_back(datasets_[d].num_sequences(), dataset_seed(seed, d));
     for (const std::unique_ptr<Shard>& shard : datasets_[d].shards()) {
@@ -71,12 +71,32 @@ template <typename SequenceAt>
 TokenBatch SequenceSource::gather(int64_t first, int64_t count, SequenceAt sequence_at) {
   at::Tensor windows = at::empty({count, seq_ + 1}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = windows.data_ptr<int64_t>();
+  std::vector<std::vector<int32_t>> starts;
   for (int64_t i = 0; i < count; ++i) {
     const BlendWalk::Draw draw = blend_.at(first + i);
     const auto d = static_cast<size_t>(draw.dataset);
-    datasets_[d].read_sequence(sequence_at(d, draw.index), out + i * (seq_ + 1));
+    const Dataset::Location where = datasets_[d].locate(sequence_at(d, draw.index));
+    int64_t* row = out + i * (seq_ + 1);
+    where.shard->read(where.position, seq_ + 1, row);
+    starts.push_back(document_starts(where, row));
   }
-  return {windows.narrow(1, 0, seq_).contiguous(), windows.narrow(1, 1, seq_).contiguous()};
+  return {windows.narrow(1, 0, seq_).contiguous(), windows.narrow(1, 1, seq_).contiguous(),
+          std::move(starts)};
+}
+
+std::vector<int32_t> SequenceSource::document_starts(const Dataset::Location& where,
+                                                     const int64_t* tokens) const {
+  std::vector<int32_t> starts;
+  if (const auto recorded = where.shard->document_starts(where.position + 1, seq_ - 1)) {
+    for (int64_t s : *recorded) starts.push_back(static_cast<int32_t>(s - where.position));
+  } else if (markers_.bos >= 0) {
+    for (int k = 1; k < seq_; ++k)
+      if (tokens[k] == markers_.bos) starts.push_back(k);
+  } else if (markers_.eos >= 0) {
+    for (int k = 0; k + 1 < seq_; ++k)
+      if (tokens[k] == markers_.eos) starts.push_back(k + 1);
+  }
+  return starts;
 }
 
 TokenBatch SequenceSource::shuffled(int64_t first, int64_t count) {

@@ -24,6 +24,18 @@ namespace atl::runtime {
 struct TokenBatch {
   at::Tensor inputs;   // int64 [count, seq]
   at::Tensor targets;  // int64 [count, seq]
+  // Per sequence, the offsets in [1, seq) of its inputs where a document starts, ascending: what
+  // document-masked attention needs (position j attends to i <= j only when no start lies in
+  // (i, j]). From the shard's own record (Megatron's document index), else from the tokenizer's
+  // markers in the tokens (DocumentMarkers); empty when neither tells.
+  std::vector<std::vector<int32_t>> document_starts;
+};
+
+// The tokens that mark documents in a stream: a document starts at each `bos`, or after each `eos`
+// (bos wins when both are set); -1 for none (the byte tokenizer marks none).
+struct DocumentMarkers {
+  int bos = -1;
+  int eos = -1;
 };
 
 class SequenceSource {
@@ -31,7 +43,7 @@ class SequenceSource {
   // `weights`: one per dataset, each > 0. Throws std::runtime_error (one line naming the file and
   // the fix) when a shard holds a token >= vocab.
   SequenceSource(std::vector<Dataset> datasets, const std::vector<double>& weights, int seq, int vocab,
-                 uint64_t seed);
+                 uint64_t seed, DocumentMarkers markers = {});
 
   // Every dataset's sequences together.
   int64_t num_sequences() const;
@@ -51,19 +63,22 @@ class SequenceSource {
  private:
   template <typename SequenceAt>
   TokenBatch gather(int64_t first, int64_t count, SequenceAt sequence_at);
+  // The document starts of the sequence at `where`, whose seq + 1 tokens are `tokens`.
+  std::vector<int32_t> document_starts(const Dataset::Location& where, const int64_t* tokens) const;
 
   std::vector<Dataset> datasets_;
   std::vector<double> weights_;
   std::vector<SampleOrder> orders_;
   BlendWalk blend_;
   int seq_;
+  DocumentMarkers markers_;
 };
 
 // The datasets of `sources` (their `split` side where a path is a prepared directory) as one
 // stream of sequences of `seq` + 1 tokens below `vocab`; throws std::runtime_error for a dataset
 // that does not open.
 std::unique_ptr<SequenceSource> open_sequence_source(const DatasetList& sources, DataSplit split, int seq,
-                                                     int vocab, uint64_t seed);
+                                                     int vocab, uint64_t seed, DocumentMarkers markers = {});
 
 // The sequences a run reads: training shuffled per step, validation in file order.
 struct TrainingData {
@@ -74,6 +89,7 @@ struct TrainingData {
 // std::runtime_error for a dataset that does not open, std::invalid_argument when validation is on
 // (`eval_sequences` > 0 every `eval_every` > 0 steps) and the validation data holds fewer sequences.
 TrainingData open_training_data(const DatasetList& train, const DatasetList& val, int seq, int vocab,
-                                uint64_t seed, int eval_every, int eval_sequences);
+                                uint64_t seed, int eval_every, int eval_sequences,
+                                DocumentMarkers markers = {});
 
 }  // namespace atl::runtime

@@ -22,6 +22,7 @@
 #include "runtime/data/sample_order.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/error_of.h"
 #include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
@@ -33,6 +34,7 @@ using atl::runtime::PrepareResult;
 using atl::runtime::SampleOrder;
 using atl::runtime::TokenShard;
 using atl::runtime::write_token_shard;
+using atl::test::error_of;
 
 namespace {
 
@@ -53,16 +55,6 @@ class DataFiles : public atl::test::TempDirTest {
 class TokenShardFiles : public DataFiles {};
 class PrepareByteShards : public DataFiles {};
 class PrepareDocuments : public DataFiles {};
-
-// The message of the exception `action` throws, or "no error".
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string shard_error(const std::string& file) {
   return error_of([&] { TokenShard shard(file); });

@@ -22,19 +22,13 @@
 #include "runtime/data/sample_order.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/metrics/data_lines.h"
+#include "tests/error_of.h"
 #include "tests/temp_dir_test.h"
 
 namespace atl::runtime {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 // The permutation is computed, so an order over more sequences than memory could list costs
 // nothing to make, and positions past 2^32 (a trillion-token run) are as cheap as the first.
@@ -251,6 +245,33 @@ TEST_F(TwoDatasetBlend, TheStreamIsTheSameWhateverTheLayoutAndTheResumePoint) {
     std::set<int64_t> epoch(firsts.begin() + e * 13, firsts.begin() + (e + 1) * 13);
     EXPECT_EQ(epoch.size(), 13u) << "epoch " << e;
   }
+}
+
+// Each sequence says where documents start in it, from the tokenizer's BOS (at the token) or EOS
+// (after it) -- a start at offset 0 is no boundary and is not listed.
+TEST_F(Datasets, EachSequenceSaysWhereItsDocumentsStart) {
+  // Documents of 3, 6, 2 and 9 tokens, each led by 1 (bos) and ended by 2 (eos); seq 8.
+  std::vector<uint32_t> tokens;
+  for (int length : {3, 6, 2, 9})
+    for (int k = 0; k < length; ++k) tokens.push_back(k == 0 ? 1 : k == length - 1 ? 2 : 7);
+  shard("docs.bin", tokens);  // 20 tokens: sequences [0, 9), [8, 17)
+  const auto starts = [&](DocumentMarkers markers) {
+    return open_sequence_source({{path("docs.bin")}}, DataSplit::kVal, 8, 256, 0, markers)
+        ->in_order(0, 2)
+        .document_starts;
+  };
+  using Starts = std::vector<std::vector<int32_t>>;
+  EXPECT_EQ(starts({1, -1}), (Starts{{3}, {1, 3}}))
+      << "bos at 0, 3, 9 and 11 (offsets 1 and 3 of the second)";
+  EXPECT_EQ(starts({-1, 2}), (Starts{{3}, {1, 3}})) << "eos at 2, 8, 10: the next token starts one";
+  EXPECT_EQ(starts({1, 7}), starts({1, -1})) << "bos wins";
+  EXPECT_EQ(starts({}), (Starts{{}, {}})) << "the byte tokenizer marks nothing";
+  // The shuffled stream carries them with its rows.
+  const TokenBatch batch =
+      open_sequence_source({{path("docs.bin")}}, DataSplit::kTrain, 8, 256, 3, {1, -1})->shuffled(0, 2);
+  const std::vector<int32_t> second{1, 3}, first{3};
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(batch.document_starts[i], batch.inputs[i][1].item<int64_t>() == 1 ? second : first);
 }
 
 // The start-up summary and `atoll plan` say what the run reads of each dataset, and in one line

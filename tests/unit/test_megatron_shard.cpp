@@ -11,21 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/batches.h"
 #include "runtime/data/megatron_shard.h"
 #include "runtime/data/shard.h"
+#include "tests/error_of.h"
 #include "tests/temp_dir_test.h"
 
 namespace atl::runtime {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 // The fields of a Megatron index, written as megatron-core's _IndexWriter writes them.
 struct Index {
@@ -162,6 +157,17 @@ TEST_F(MegatronShards, EachBadIndexGetsOneLineNamingFileProblemAndFix) {
        {"magic", "version", "floats", "sizes", "documents", "long", "cut", "tiny", "alone"})
     EXPECT_EQ(error_of([&] { open_shard(path(std::string(name) + ".bin")); }).find('\n'), std::string::npos)
         << name;
+}
+
+// A Megatron shard's batches take their document starts from its index, whatever the tokens hold.
+TEST_F(MegatronShards, BatchesTakeDocumentStartsFromTheIndex) {
+  // Documents of 5, 3 and 6 tokens (the second of two sequences); sequences of 4 + 1 tokens.
+  std::vector<uint32_t> tokens(14, 9);
+  write("docs", {8, {5, 1, 2, 6}, {0, 1, 3, 4}}, tokens);
+  const TokenBatch batch =
+      open_sequence_source({{path("docs.bin")}}, DataSplit::kVal, 4, 256, 0, {9, -1})->in_order(0, 3);
+  // Sequences start at 0, 4, 8: documents at 5 and 8.
+  EXPECT_EQ(batch.document_starts, (std::vector<std::vector<int32_t>>{{}, {1}, {}}));
 }
 
 }  // namespace
