@@ -105,9 +105,12 @@ TokenBatch PipelinePasses::context_chunks(TokenBatch batch) const {
   const comm::Communicator& cp = layout_.mesh->cp();
   if (cp.size() == 1) return batch;
   // The sequence split is not the loader's: every cp rank reads the same sequences and keeps its
-  // two load-balanced chunks of each (so a checkpoint resumes at any cp).
+  // two load-balanced chunks of each (so a checkpoint resumes at any cp). The documents' starts are
+  // the whole sequence's offsets, which no chunk's positions match: none are passed on until
+  // document-masked attention maps them into the chunks.
   return {parallel::take_context_chunks(batch.inputs, 1, cp.size(), cp.rank(), /*load_balanced=*/true),
-          parallel::take_context_chunks(batch.targets, 1, cp.size(), cp.rank(), /*load_balanced=*/true)};
+          parallel::take_context_chunks(batch.targets, 1, cp.size(), cp.rank(), /*load_balanced=*/true),
+          {}};
 }
 
 int PipelinePasses::data_rank() const {
