@@ -105,31 +105,13 @@ import json, os, statistics, sys
 from types import SimpleNamespace
 sys.path.insert(0, "bench")
 import torch
+from model_flags import peer_model, resolved_model, value
 from pytorch_llama_gpu import training_flops_per_token
 
 out, warmup, counts, flags = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()], sys.argv[4:]
 
-def value(text):  # a config scalar: true/false, else a number
-    if text in ("true", "false"):
-        return text == "true"
-    number = float(text)
-    return int(number) if number.is_integer() else number
-
-# The peer's flags as config fields: --kv-heads 8 -> kv_heads = 8, a bare --tie-embeddings -> true.
-peer = {flag[2:].replace("-", "_"): value(nxt if not nxt.startswith("--") else "true")
-        for flag, nxt in zip(flags, flags[1:] + ["--"]) if flag.startswith("--")}
+peer = peer_model(flags)
 flops = training_flops_per_token(SimpleNamespace(**peer))
-
-def resolved_model(run_dir):
-    """The model section of the config Atoll resolved and ran (<run.dir>/config.yaml, block style)."""
-    model, section = {}, None
-    for line in open(f"{run_dir}/config.yaml"):
-        if not line.startswith(" "):
-            section = line.strip().rstrip(":")
-        elif section == "model":
-            key, text = (s.strip() for s in line.split(":", 1))
-            model[key] = text
-    return model
 
 def atoll_figures(n):
     """Median tokens/s and MFU of the steps after warm-up, the start record's peaks, the peak memory."""

@@ -117,34 +117,13 @@ import json, os, statistics, sys
 from types import SimpleNamespace
 sys.path.insert(0, "bench")
 import torch
+from model_flags import peer_model, resolved_model, value
 from pytorch_llama_gpu import training_flops_per_token, datasheet_peak
 
 out, warmup, shapes, loss_steps, loss_recipes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5].split()
 shape_flags = {"1b": sys.argv[6].split(), "8b_layers": sys.argv[7].split()}
 bf16_target = {"1b": 1.10, "8b_layers": 1.25}
 label = {"1b": "1.04B Llama, 8 x 2048 tokens a step", "8b_layers": "4 Llama 3 8B layers, 2 x 8192 tokens a step"}
-
-def value(text):
-    if text in ("true", "false"):
-        return text == "true"
-    number = float(text)
-    return int(number) if number.is_integer() else number
-
-def peer_model(flags):  # --kv-heads 8 -> kv_heads = 8; a bare --tie-embeddings -> true
-    model = {f[2:].replace("-", "_"): value(n if not n.startswith("--") else "true")
-             for f, n in zip(flags, flags[1:] + ["--"]) if f.startswith("--")}
-    model.setdefault("tie_embeddings", False)
-    return model
-
-def resolved_model(run_dir):  # the model section of <run.dir>/config.yaml, block style
-    model, section = {}, None
-    for line in open(f"{run_dir}/config.yaml"):
-        if not line.startswith(" "):
-            section = line.strip().rstrip(":")
-        elif section == "model":
-            key, text = (s.strip() for s in line.split(":", 1))
-            model[key] = text
-    return model
 
 def atoll(name):
     path = f"{out}/{name}/metrics.jsonl"
