@@ -167,9 +167,11 @@ inline void expect_parity(const Config& config) {
   for (size_t s = 0; s < dp.losses.size(); ++s)
     EXPECT_NEAR(dp.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
   // An unclipped run's norm spikes (step 8 of the pipeline cases: 12.4 against ~2), and the spike
-  // magnifies the rounding of sums taken in another order: 5.6e-6 relative on the CPU, 2.2e-5 on an
-  // H100 in fp32 (2026-11-27, the same in three runs) where every other step agrees to ~1e-7.
-  const double grad_norm_tolerance = test_device() == atl::runtime::DeviceKind::kCuda ? 1e-4 : 1e-5;
+  // magnifies the rounding of sums taken in another order: up to 2.2e-5 relative on the CPU (step 10
+  // of the interleaved schedule at 4 ranks, run.seed 7's stream; seeds 1-5 stay under 1e-5;
+  // 2026-11-28), 2.2e-5 on an H100 in fp32 (2026-11-27, the same in three runs) where every other
+  // step agrees to ~1e-7. A lost or doubled microbatch is off by 1e-2 or more.
+  const double grad_norm_tolerance = test_device() == atl::runtime::DeviceKind::kCuda ? 1e-4 : 5e-5;
   for (size_t s = 0; s < dp.grad_norms.size(); ++s)
     EXPECT_NEAR(dp.grad_norms[s], reference.grad_norms[s], grad_norm_tolerance * reference.grad_norms[s])
         << "step " << s + 1;

@@ -25,11 +25,16 @@ TEST(ZeroParity, MatchesPlainDataParallelism) {
   expect_zero_parity(config, agreement);
 }
 
+// Clipping carries the norm's rounding (sums in another order at each stage) into every parameter:
+// at dp 4 the stages' parameters were 1.7e-6 apart at most (run.seed 7's stream; seeds 1-5 under
+// 1e-6; 2026-11-28), where a wrong gradient is 1e-3 or more.
 TEST(ZeroParity, WithGradientAccumulationClippingAndTiedEmbeddings) {
   Config config = layout("zero-accum", 1);
   config.parallel.microbatches = 2;
   config.model.tie_embeddings = true;
-  expect_zero_parity(config);
+  atl::test::Agreement agreement;
+  agreement.params = 5e-6;
+  expect_zero_parity(config, agreement);
 }
 
 // Every parameter in a bucket of its own (tiny buckets), and norms of 42 elements: counts that do
