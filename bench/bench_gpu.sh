@@ -62,18 +62,7 @@ rm -rf "$out"
 mkdir -p "$out"
 
 failed=0
-run_logged() {  # run_logged LOG COMMAND...: all output into LOG, progress lines shown; a failure is reported, not fatal
-  local log=$1 rc=0
-  shift
-  "$@" 2>&1 | tee "$log" | { grep --line-buffered -E '^(model|device|attention|step)' || true; } || rc=${PIPESTATUS[0]}
-  if ((rc != 0)); then
-    # The cause: Atoll's one-line error or a Python exception, else the end of the output.
-    { grep -E '^atoll: |^atoll launch: the job|^[A-Za-z_.]*(Error|Exception): ' "$log" || tail -n 5 "$log"; } |
-      tail -n 4 >&2
-    echo "bench_gpu: the run above failed (exit $rc); its whole output is in $log" >&2
-    failed=1
-  fi
-}
+source bench/gpu_run_logged.sh
 
 counts=(1)
 if ((gpus > 1)); then counts+=("$gpus"); fi

@@ -57,22 +57,12 @@ shape() {
 }
 
 failed=0
+source bench/gpu_run_logged.sh
 fits() {  # fits NAME SECONDS: whether a run of about SECONDS still fits the budget (none: always)
   ((budget == 0 || SECONDS + $2 <= budget)) && return 0
   echo "== $1: skipped: $((budget - SECONDS)) s of BENCH_GPU_FP8_BUDGET_S=$budget left, the run needs ~$2 s" |
     tee "$out/$1.skipped"
   return 1
-}
-run_logged() {  # run_logged LOG COMMAND...: as bench_gpu.sh's: output into LOG, a failure reported, not fatal
-  local log=$1 rc=0
-  shift
-  "$@" 2>&1 | tee "$log" | { grep --line-buffered -E '^(model|device|float8|step)' || true; } || rc=${PIPESTATUS[0]}
-  if ((rc != 0)); then
-    { grep -E '^atoll: |^atoll launch: the job|^[A-Za-z_.]*(Error|Exception): ' "$log" || tail -n 5 "$log"; } |
-      tail -n 4 >&2
-    echo "bench_gpu_fp8: the run above failed (exit $rc); its whole output is in $log" >&2
-    failed=1
-  fi
 }
 atoll_run() {  # atoll_run NAME STEPS [--set ...]: Atoll on the current shape, run dir $out/NAME
   local name=$1 n=$2
