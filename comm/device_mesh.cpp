@@ -142,7 +142,7 @@ std::string DeviceMesh::rank_table(const MpiCommunicator& world, const NodePlace
   MPI_CHECK(MPI_Gather(mine, kRecord, MPI_CHAR, records.data(), kRecord, MPI_CHAR, 0, world.handle()));
   MPI_CHECK(MPI_Gather(local, 2, MPI_INT, locals.data(), 2, MPI_INT, 0, world.handle()));
   if (world.rank() != 0) return {};
-  // The cp column only where there is context parallelism: the table of other layouts stays as it was.
+  // The cp column only where there is context parallelism: other layouts keep their table unchanged.
   const bool cp = shape_.cp > 1;
   std::string table = std::string("rank  host                  local  device    island  pp  dp  tp") +
                       (cp ? "  cp" : "") + "  gpu\n";
