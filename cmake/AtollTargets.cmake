@@ -1,22 +1,25 @@
 # Shared compile settings and the precompiled header.
 #
-# atoll_common: every Atoll target links it, so all of them compile with identical flags and
-# definitions -- the condition for reusing one precompiled <torch/torch.h> (about 20 s per
+# atoll_flags: Atoll's include paths, warnings and sanitizers, for every target (atoll-supervise,
+# which links neither LibTorch nor MPI, uses these alone).
+# atoll_common: every target that uses LibTorch links it, so all of them compile with identical flags
+# and definitions -- the condition for reusing one precompiled <torch/torch.h> (about 20 s per
 # translation unit without it).
+add_library(atoll_flags INTERFACE)
+target_include_directories(atoll_flags INTERFACE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/generated)
+target_compile_options(atoll_flags INTERFACE -Wall -Wextra -Werror -Wno-unused-parameter)
 add_library(atoll_common INTERFACE)
-target_include_directories(atoll_common INTERFACE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/generated)
-target_link_libraries(atoll_common INTERFACE ${TORCH_LIBRARIES} MPI::MPI_CXX Threads::Threads)
+target_link_libraries(atoll_common INTERFACE atoll_flags ${TORCH_LIBRARIES} MPI::MPI_CXX Threads::Threads)
 # Torch's imported include dirs are not all marked SYSTEM; mark them so -Werror covers only our code.
 target_include_directories(atoll_common SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
-target_compile_options(atoll_common INTERFACE -Wall -Wextra -Werror -Wno-unused-parameter)
 # GCC at -O3 under C++20 flags reports overflows and out-of-bounds accesses inside inlined standard
 # library code: std::string appends (GCC 12; bugs 105329, 105651) and std::vector<bool>::reserve as
 # inlined from torch's autograd Function::apply (still in GCC 13.3, Ubuntu 24.04). False positives in
 # library code, so those checks stay off under GCC.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  target_compile_options(atoll_common INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
+  target_compile_options(atoll_flags INTERFACE -Wno-stringop-overflow -Wno-array-bounds)
   if(CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-    target_compile_options(atoll_common INTERFACE -Wno-restrict)
+    target_compile_options(atoll_flags INTERFACE -Wno-restrict)
   endif()
 endif()
 
@@ -36,7 +39,7 @@ if(ATOLL_FUZZ)
   if(ATOLL_SANITIZE STREQUAL "none")
     set(ATOLL_SANITIZE address)
   endif()
-  target_compile_options(atoll_common INTERFACE -fsanitize=fuzzer-no-link)
+  target_compile_options(atoll_flags INTERFACE -fsanitize=fuzzer-no-link)
 endif()
 if(ATOLL_SANITIZE STREQUAL "address")
   set(_sanitize -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
@@ -51,8 +54,8 @@ if(_sanitize)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     list(APPEND _sanitize -Wno-maybe-uninitialized)
   endif()
-  target_compile_options(atoll_common INTERFACE ${_sanitize})
-  target_link_options(atoll_common INTERFACE ${_sanitize})
+  target_compile_options(atoll_flags INTERFACE ${_sanitize})
+  target_link_options(atoll_flags INTERFACE ${_sanitize})
 endif()
 
 configure_file(${PROJECT_SOURCE_DIR}/cmake/build_config.h.in ${PROJECT_BINARY_DIR}/generated/atoll/build_config.h)

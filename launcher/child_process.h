@@ -1,6 +1,6 @@
 // Runs a command as a child process while this process stays responsive: SIGTERM, SIGUSR1 and SIGINT
 // sent to us are handed to the child (mapped by `forward`), and the child's output can be captured. Used
-// by `atoll launch` (around mpirun/srun) and `atoll supervise` (around one rank).
+// by `atoll launch` (around mpirun/srun) and `atoll-supervise` (around one rank).
 #pragma once
 
 #include <cstddef>

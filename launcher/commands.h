@@ -14,7 +14,6 @@ using Args = std::vector<std::string>;
 
 int train_command(int argc, char** argv);  // needs argc/argv for MPI_Init
 int launch_command(const Args& args);
-int supervise_command(const Args& args);  // internal: one rank under `atoll launch`
 int data_command(const Args& args);
 int plan_command(const Args& args);
 int config_command(const Args& args);

@@ -1,7 +1,7 @@
 // What `atoll launch` runs and how it reads a failed job: the launcher command line for each mode
 // (mpirun on this host, mpirun over a hostfile, srun inside a Slurm allocation), each rank wrapped in
-// `atoll supervise`, and the records the supervisors leave in <run dir>/logs/: how each rank ended,
-// and its processes.
+// `atoll-supervise`, and which failure the supervisors' records (launcher/rank_records.h) name as
+// the cause.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rank_records.h"
 #include "runtime/config/config.h"
 
 namespace atl::launcher {
@@ -53,54 +54,17 @@ std::string rank_count_mismatch(const runtime::Config& config, int np);
 // A command's words joined by spaces, as `atoll launch` prints what it runs.
 std::string command_line(const std::vector<std::string>& words);
 
-// What one attempt of a job runs: the launcher's words, then each rank's `atoll supervise --attempt
+// What one attempt of a job runs: the launcher's words, then each rank's `atoll-supervise --attempt
 // NAME RUN_DIR -- atoll train ...`. The attempt (each launch and relaunch its own name) travels on
 // the supervisor's command line, which every launcher passes unchanged: srun under `sbatch
 // --export=NONE` passes no environment variable to the ranks, mpirun only those named with -x.
 struct JobCommand {
   std::vector<std::string> launcher;  // launcher_prefix's mpirun ... or srun ...
-  std::string atoll;                  // this executable, as every rank runs it
+  std::string supervisor;             // atoll-supervise, beside this executable
   std::string run_dir;
   std::vector<std::string> rank;  // what each supervisor runs: `atoll train CONFIG ...`
   std::vector<std::string> words(const std::string& attempt) const;
 };
-
-// Whether `attempt` can name an attempt: letters, digits, '.', '_' and '-' (it becomes part of the
-// records' file names and a word of their lines).
-bool valid_attempt_name(const std::string& attempt);
-
-// One rank's exit as its supervisor recorded it.
-struct RankExit {
-  int rank = -1;
-  long pid = 0;
-  std::string host;
-  bool signaled = false;
-  int code = 0;         // the exit code, or the signal number when signaled
-  double time_s = 0.0;  // wall-clock seconds since the epoch, on the rank's host
-  std::string attempt;  // the attempt it belongs to (supervise --attempt; empty: none was named)
-  bool failed() const { return signaled || code != 0; }
-  // The shell convention, as `atoll supervise` exits: 128 + signal for a killed rank.
-  int status() const { return signaled ? 128 + code : code; }
-};
-
-// Now, as RankExit::time_s counts it.
-double seconds_since_epoch();
-std::string to_line(const RankExit& exit);
-std::optional<RankExit> rank_exit_from_line(const std::string& line);
-// <run dir>/logs/rank-N.attempt-A.exit (rank-N.exit for no attempt): a file per rank and attempt,
-// so that a record of an earlier attempt written late (a rank that ended late, a partitioned node's
-// write reaching the shared filesystem after the relaunch) can never replace the running attempt's.
-std::string exit_record_path(const std::string& run_dir, int rank, const std::string& attempt);
-// Every *.exit in <run dir>/logs; unreadable records are skipped.
-std::vector<RankExit> read_rank_exits(const std::string& run_dir);
-// Those of `attempt` alone: files named for it whose line names it too. A record of another attempt
-// says nothing of this one.
-std::vector<RankExit> read_rank_exits(const std::string& run_dir, const std::string& attempt);
-// The failure earliest by the records' times (which each rank's host's clock wrote); no failure,
-// nothing.
-std::optional<RankExit> first_failure(const std::vector<RankExit>& exits);
-// "rank 2 (pid 4242 on node7) was killed by signal 9 (SIGKILL)" / "... exited with code 1".
-std::string describe(const RankExit& exit);
 
 // What `atoll launch` exits with after a failed job: the status of the rank that failed first, when
 // a record names one (also when the launcher ended mpirun or srun itself, which then reports 137 or
@@ -133,31 +97,5 @@ class FailureWatch {
   double grace_s_;
   std::map<int, Seen> failures_;  // by rank
 };
-
-// One rank's processes, recorded by its supervisor as the rank starts, in <run dir>/logs/rank-N.pids:
-// the supervisor (the process mpirun or srun started) and the rank under it, in a process group of
-// its own. With them the launcher ends what an ended mpirun or srun left behind, and makes sure no
-// rank of a failed attempt is alive before it relaunches. A start time (/proc/PID/stat's starttime)
-// tells a process from a later one given the same pid.
-struct RankProcesses {
-  int rank = -1;
-  std::string attempt;  // as RankExit::attempt
-  std::string host;
-  long supervisor_pid = 0, supervisor_pgid = 0;
-  unsigned long long supervisor_start = 0;
-  long child_pid = 0;  // also its process group's id
-  unsigned long long child_start = 0;
-  std::string slurm_step;  // "JOB.STEP" under srun, else empty
-};
-
-std::string to_line(const RankProcesses& processes);
-std::optional<RankProcesses> rank_processes_from_line(const std::string& line);
-// <run dir>/logs/rank-N.attempt-A.pids, keyed by attempt as exit_record_path is.
-std::string processes_record_path(const std::string& run_dir, int rank, const std::string& attempt);
-// Every readable record of `attempt` in <run dir>/logs (files named for it whose line names it too).
-std::vector<RankProcesses> read_rank_processes(const std::string& run_dir, const std::string& attempt);
-// Removes every *.exit and *.pids in <run dir>/logs (before an attempt starts: the records of the
-// attempts before it are not read again).
-void clear_rank_records(const std::string& run_dir);
 
 }  // namespace atl::launcher

@@ -1,6 +1,6 @@
 // `atoll launch CONFIG [options] [-- LAUNCHER_ARGS]`: computes the rank count from the layout, starts
 // the job with mpirun (this host, or a hostfile's hosts) or srun (inside a Slurm allocation), each
-// rank under `atoll supervise`, and with --max-restarts relaunches a failed job from its last
+// rank under `atoll-supervise`, and with --max-restarts relaunches a failed job from its last
 // committed checkpoint. SIGTERM or SIGUSR1 to the launcher preempts the job: every rank finishes its
 // step, commits a checkpoint and exits 0.
 #include <signal.h>
@@ -139,7 +139,7 @@ void print_help() {
   std::cout
       << "usage: " << kLaunchUsage << "\n\n"
       << "Starts islands*pp*dp*tp ranks (pp*dp*tp with outer.rendezvous: one island per job; or --np N),\n"
-      << "each under `atoll supervise` (per-rank logs and exit\n"
+      << "each under `atoll-supervise` (per-rank logs and exit\n"
       << "records in <run.dir>/logs/):\n"
       << "  default      mpirun on this host (--oversubscribe when there are more ranks than cores);\n"
       << "               srun instead when run inside a Slurm allocation (SLURM_JOB_ID is set)\n"
@@ -180,14 +180,24 @@ LaunchRequest launch_request(const LaunchOptions& options, const runtime::Config
   return request;
 }
 
-// The launcher, then each rank's `atoll supervise --attempt NAME RUN_DIR -- atoll train ...`.
+// atoll-supervise beside `atoll` (the build puts them side by side; every rank's host needs both).
+std::string supervisor_beside(const std::string& atoll) {
+  const std::string supervisor = (std::filesystem::path(atoll).parent_path() / "atoll-supervise").string();
+  if (access(supervisor.c_str(), X_OK) != 0)
+    throw std::runtime_error("no executable " + supervisor + " beside " + atoll +
+                             " (what runs each rank); build it: bash scripts/build.sh atoll");
+  return supervisor;
+}
+
+// The launcher, then each rank's `atoll-supervise --attempt NAME RUN_DIR -- atoll train ...`.
 JobCommand job_command(const LaunchRequest& request, const ConfigArgs& parsed, const runtime::Config& config,
                        bool verbose) {
   JobCommand command;
   command.launcher = launcher_prefix(request);
-  command.atoll = self_executable();
+  const std::string atoll = self_executable();
+  command.supervisor = supervisor_beside(atoll);
   command.run_dir = config.run.dir;
-  command.rank = {command.atoll, "train", parsed.config_path};
+  command.rank = {atoll, "train", parsed.config_path};
   for (const std::string& o : parsed.overrides) command.rank.insert(command.rank.end(), {"--set", o});
   if (verbose) command.rank.push_back("--verbose");
   return command;

@@ -56,7 +56,6 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return atl::launcher::train_command(argc - 1, argv + 1);
     if (command == "launch") return atl::launcher::launch_command(rest);
-    if (command == "supervise") return atl::launcher::supervise_command(rest);
     if (command == "data") return atl::launcher::data_command(rest);
     if (command == "plan") return atl::launcher::plan_command(rest);
     if (command == "config") return atl::launcher::config_command(rest);

@@ -19,7 +19,7 @@ std::atomic<int64_t> received_at_ns{0};
 static_assert(std::atomic<int64_t>::is_always_lock_free, "a signal handler may touch only lock-free atomics");
 
 // One request delivered twice arrives within this: under Slurm every process of a step receives
-// scancel's signal, the rank's supervisor (atoll supervise) and its trainer both, and the
+// scancel's signal, the rank's supervisor (atoll-supervise) and its trainer both, and the
 // supervisor passes it on as well. A second request later than this is the user insisting.
 constexpr int64_t kSameRequestNs = 1'000'000'000;
 

@@ -15,7 +15,7 @@ compare="$(dirname "$0")/compare_safetensors.py"
 
 make_corpus "$atoll" "$work/data"
 cat >"$work/islands.yaml" <<YAML
-run:        { seed: 5, threads: 1 }
+run:        { seed: 5, threads: 1, mfu_peak_tflops: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel:   { islands: 2 }
 train:      { steps: 12, global_batch: 8, log_every: 1 }

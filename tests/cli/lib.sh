@@ -41,10 +41,11 @@ make_corpus() {  # make_corpus ATOLL DIR: a small repetitive text, byte-tokenize
 }
 
 # tiny_config FILE: the small 2-rank config of the `atoll` command's checks (DP = 2, 6 steps, run.dir
-# $work/run) over make_corpus's data in $work/data; the checks vary it with --set.
+# $work/run) over make_corpus's data in $work/data; the checks vary it with --set. The test configs
+# give the MFU peak (run.mfu_peak_tflops): no half-second matmul probe on every rank at start-up.
 tiny_config() {
   cat >"$1" <<YAML
-run:      { dir: $work/run, seed: 3, threads: 1 }
+run:      { dir: $work/run, seed: 3, threads: 1, mfu_peak_tflops: 1 }
 model:    { vocab: 256, dim: 32, layers: 1, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel: { dp: 2 }
 train:    { steps: 6, global_batch: 4, log_every: 2, eval_every: 3, eval_sequences: 4 }
@@ -74,7 +75,7 @@ start_rendezvous() {  # start_rendezvous ATOLL LOG [ARGS...]: `atoll rendezvous`
 island_config() {
   make_corpus "$atoll" "$work/data"
   cat >"$1" <<YAML
-run:        { dir: $work/single, seed: 3, threads: 1 }
+run:        { dir: $work/single, seed: 3, threads: 1, mfu_peak_tflops: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel:   { islands: 3, dp: 1 }
 train:      { steps: 24, global_batch: 6, log_every: 1, eval_every: 8, eval_sequences: 6 }

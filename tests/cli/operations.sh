@@ -28,7 +28,7 @@ wants() { [[ " ${OPS_SCENARIOS:-restart preempt insist stale deaf deafexit watch
 
 make_corpus "$atoll" "$work/data"
 cat >"$work/ops.yaml" <<YAML
-run:        { dir: $work/run, seed: 5, threads: 1 }
+run:        { dir: $work/run, seed: 5, threads: 1, mfu_peak_tflops: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel:   { dp: 2, zero: 1 }
 train:      { steps: 300, global_batch: 4, log_every: 50, eval_every: 0 }
@@ -314,8 +314,8 @@ fi
 if wants launchers; then
 # Launcher modes, printed without running: a hostfile, and Slurm inside an allocation.
 echo "localhost slots=4" >"$work/hosts"
-if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .* supervise --attempt [0-9]*-[0-9]*\.0 $work/run -- .* train" \
-    && SLURM_JOB_ID=7 SLURM_MPI_TYPE=pmix "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix .* supervise --attempt [0-9]*-[0-9]*\.0 "; then
+if "$atoll" launch "$work/ops.yaml" --hostfile "$work/hosts" --dry-run | grep -q "mpirun -np 2 .*--hostfile $work/hosts .*/atoll-supervise --attempt [0-9]*-[0-9]*\.0 $work/run -- .* train" \
+    && SLURM_JOB_ID=7 SLURM_MPI_TYPE=pmix "$atoll" launch "$work/ops.yaml" --dry-run | grep -q "srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix .*/atoll-supervise --attempt [0-9]*-[0-9]*\.0 "; then
   check ok "launch modes: --hostfile passes the file to mpirun; SLURM_JOB_ID selects srun --ntasks=2; each rank's supervisor is told the attempt"
 else
   check fail "launch modes"

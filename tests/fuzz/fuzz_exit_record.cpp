@@ -1,4 +1,4 @@
-// The exit records `atoll supervise` leaves in <run dir>/logs/rank-N.attempt-A.exit, which `atoll launch`
+// The exit records `atoll-supervise` leaves in <run dir>/logs/rank-N.attempt-A.exit, which `atoll launch`
 // reads to name the rank that failed first. An unreadable record is skipped (never an error); one that reads
 // must describe itself and survive its own line format unchanged.
 #include <cstdio>

@@ -37,7 +37,7 @@ open(sys.argv[2], "wb").write(struct.pack("<256i", *header) + struct.pack("<%dI"
 PY
 cp "$work/sp.model" "$corpus/tokenizer/bpe300.model"
 
-# A tiny run on 2 ranks (tensor parallel: two shards per checkpoint), launched under `atoll supervise`
+# A tiny run on 2 ranks (tensor parallel: two shards per checkpoint), launched under `atoll-supervise`
 # so that exit records are written, and a subword run whose manifest carries the tokenizer.
 tiny() {  # tiny NAME DATA TP [--set ...]
   local name=$1 data=$2 tp=$3

@@ -11,7 +11,7 @@ source "$here/../cli/lib.sh"
 
 make_corpus "$atoll" "$work/data"
 cat >"$work/tb.yaml" <<YAML
-run:        { dir: $work/run, seed: 7, threads: 1 }
+run:        { dir: $work/run, seed: 7, threads: 1, mfu_peak_tflops: 1 }
 model:      { vocab: 256, dim: 32, layers: 2, heads: 2, kv_heads: 2, ffn: 64, seq: 16 }
 parallel:   { islands: 2, dp: 1 }
 train:      { steps: 30, global_batch: 4, log_every: 5, eval_every: 10, eval_sequences: 4, sample_every: 15 }

@@ -59,7 +59,7 @@ def mpirun(np_, *cmd):
 def config(name, model, parallel, steps=20, data=None, train=""):
     path = f"{work}/{name}.yaml"
     with open(path, "w") as f:
-        f.write(f"""run:        {{ dir: {work}/{name}, seed: 5, threads: 1 }}
+        f.write(f"""run:        {{ dir: {work}/{name}, seed: 5, threads: 1, mfu_peak_tflops: 1 }}
 model:      {{ {model} }}
 parallel:   {{ {parallel} }}
 train:      {{ steps: {steps}, global_batch: 4, log_every: 1, eval_every: 0{train} }}

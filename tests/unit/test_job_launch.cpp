@@ -71,11 +71,11 @@ TEST(JobLaunch, HostfileAndSlurmLinesKeepTheirOwnPlacement) {
 TEST(JobLaunch, EachRanksSupervisorIsToldTheAttemptOnItsCommandLine) {
   atl::launcher::JobCommand command;
   command.launcher = {"srun", "--ntasks=2"};
-  command.atoll = "/bin/atoll";
+  command.supervisor = "/bin/atoll-supervise";
   command.run_dir = "/runs/a";
   command.rank = {"/bin/atoll", "train", "c.yaml"};
   EXPECT_EQ(atl::launcher::command_line(command.words("100-7.1")),
-            "srun --ntasks=2 /bin/atoll supervise --attempt 100-7.1 /runs/a -- /bin/atoll train c.yaml");
+            "srun --ntasks=2 /bin/atoll-supervise --attempt 100-7.1 /runs/a -- /bin/atoll train c.yaml");
   EXPECT_TRUE(atl::launcher::valid_attempt_name("1795818832-25929.1"));
   EXPECT_FALSE(atl::launcher::valid_attempt_name(""));
   EXPECT_FALSE(atl::launcher::valid_attempt_name("../x"));

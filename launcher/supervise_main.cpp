@@ -1,26 +1,35 @@
-// `atoll supervise [--attempt NAME] RUN_DIR -- COMMAND...`: what `atoll launch` runs as each rank. It
-// runs the real rank (COMMAND) as its child, copies the child's output to its own and to <run
-// dir>/logs/rank-N.log, passes on SIGTERM/SIGUSR1, and records how the child ended in <run
+// `atoll-supervise [--attempt NAME] RUN_DIR -- COMMAND...`: what `atoll launch` runs as each rank. It
+// runs the real rank (COMMAND, `atoll train ...`) as its child, copies the child's output to its own and to
+// <run dir>/logs/rank-N.log, passes on SIGTERM/SIGUSR1, and records how the child ended in <run
 // dir>/logs/rank-N.attempt-NAME.exit -- the one way to learn that a rank was killed by SIGKILL, which
 // the rank itself cannot report. As the child starts it records both processes in
 // rank-N.attempt-NAME.pids, for the launcher to end them if mpirun or srun does not. Both records
 // carry the attempt `atoll launch` names on this command line.
+//
+// A program of its own, linking neither LibTorch nor MPI: a rank's supervisor only waits on its
+// child, and as a part of `atoll` it cost every rank LibTorch's start-up (about half a second of CPU)
+// and ~190 MB of memory.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "launcher/child_process.h"
-#include "launcher/commands.h"
-#include "launcher/job_launch.h"
+#include "launcher/rank_records.h"
+#include "runtime/process_exit.h"
 #include "text/one_line.h"
 
 namespace atl::launcher {
 namespace {
 
-constexpr const char* kSuperviseUsage = "atoll supervise [--attempt NAME] RUN_DIR -- COMMAND [ARGS]...";
+using Args = std::vector<std::string>;
+
+constexpr const char* kSuperviseUsage = "atoll-supervise [--attempt NAME] RUN_DIR -- COMMAND [ARGS]...";
 
 // This process's rank as the launcher (Open MPI, PMIx or Slurm) tells it.
 int rank_from_environment() {
@@ -52,9 +61,7 @@ void write_record(const std::string& path, const std::string& line) {
   std::filesystem::rename(path + ".tmp", path);
 }
 
-}  // namespace
-
-int supervise_command(const Args& args) {
+int supervise(const Args& args) {
   std::string attempt;
   size_t first = 0;
   if (args.size() >= 2 && args[0] == "--attempt") {
@@ -108,4 +115,17 @@ int supervise_command(const Args& args) {
   return child.status();
 }
 
+}  // namespace
 }  // namespace atl::launcher
+
+int main(int argc, char** argv) {
+  try {
+    return atl::launcher::supervise(atl::launcher::Args(argv + 1, argv + argc));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "atoll-supervise: error: " << e.what() << "\n";
+    return atl::runtime::kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "atoll-supervise: error: " << e.what() << "\n";
+    return atl::runtime::kExitFailure;
+  }
+}
