@@ -75,7 +75,7 @@ else
   # Every file the atoll binary is built from: each room's sources, the CUDA kernels, the build files.
   sources=$(find CMakeLists.txt cmake text comm runtime parallel optim checkpoint launcher -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.cmake' -o -name '*.proto' -o -name '*.in' \) \
     2>/dev/null | sort | xargs sha1sum | sha1sum | cut -c1-16)
-  if [[ -x $stash/atoll && $(cat "$stash/SOURCES" 2>/dev/null) == "$sources" && -s /tmp/atoll-gpu-deps/env.sh ]]; then
+  if [[ -x $stash/atoll && -x $stash/atoll-supervise && $(cat "$stash/SOURCES" 2>/dev/null) == "$sources" && -s /tmp/atoll-gpu-deps/env.sh ]]; then
     note "build: taken from this machine's earlier call (sources $sources)"
   else
     t0=$SECONDS
@@ -85,7 +85,7 @@ else
     mv "$out/build/logs.tar.gz" "$out/build-logs.tar.gz" 2>/dev/null
     rm -rf "$out/build"
     [[ -x build/bin/atoll ]] || { note "build: FAILED; see build-logs.tar.gz"; exit 1; }
-    mkdir -p "$stash" && cp build/bin/atoll "$stash/atoll" && echo "$sources" >"$stash/SOURCES"
+    mkdir -p "$stash" && cp build/bin/atoll build/bin/atoll-supervise "$stash/" && echo "$sources" >"$stash/SOURCES"
     note "build: $((SECONDS - t0)) s (sources $sources)"
   fi
   # shellcheck disable=SC1091  # written by gpu_deps.sh unpack (inside gpu_check.sh)
