@@ -12,10 +12,21 @@ bool on_gpu(const Config& c) {
   return c.run.device == runtime::DeviceKind::kCuda;
 }
 
+// Ring attention (cp > 1) runs the fused kernel block by block and keeps what it keeps: q, this
+// rank's K/V (kv heads only), the output and the log-sum-exp.
+bool ring_attention(const Config& c) {
+  return c.parallel.cp > 1;
+}
+
 bool fused_attention(const Config& c) {
   const at::ScalarType dtype =
       runtime::storage_precision(c.train.precision) == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
-  return runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
+  return ring_attention(c) || runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
+}
+
+// The tokens of `microbatch` sequences one rank holds: its 2 of 2*cp chunks of each.
+double local_tokens(const Config& c, int64_t microbatch) {
+  return static_cast<double>(microbatch) * c.model.seq / c.parallel.cp;
 }
 
 // Bytes per token of one layer's saved tensors, by what each is (names as in llama.cpp).
@@ -34,8 +45,8 @@ struct PerToken {
 PerToken per_token(const Config& c) {
   const double tp = c.parallel.tp, d = c.model.dim, head_dim = d / c.model.heads;
   const bool sp = c.parallel.sequence_parallel && c.parallel.tp > 1;
-  const bool grouped_inside =
-      c.model.kv_heads != c.model.heads && on_gpu(c) && kernel_on(c.kernels.native_gqa, true);
+  const bool grouped_inside = c.model.kv_heads != c.model.heads &&
+                              (ring_attention(c) || (on_gpu(c) && kernel_on(c.kernels.native_gqa, true)));
   PerToken t;
   t.compute = runtime::element_bytes(c.train.precision);
   t.local = sp ? d / tp : d;
@@ -84,7 +95,7 @@ double selective_bytes(const Config& c, const PerToken& t) {
 
 LayerActivations layer_activations(const Config& c, int64_t microbatch) {
   const PerToken t = per_token(c);
-  const double tokens = static_cast<double>(microbatch) * c.model.seq;
+  const double tokens = local_tokens(c, microbatch);
   const double none = tokens * none_bytes(c, t);
   const double gradients = tokens * t.compute * (t.local + 2.0 * t.ffn);
   switch (c.train.recompute) {
@@ -102,7 +113,7 @@ LayerActivations layer_activations(const Config& c, int64_t microbatch) {
 }
 
 double head_activation_bytes(const Config& c, int64_t microbatch, int64_t vocab_rows) {
-  const double tokens = static_cast<double>(microbatch) * c.model.seq;
+  const double tokens = local_tokens(c, microbatch);
   const PerToken t = per_token(c);
   // The fused loss (fused_ops.h) keeps the logits in the compute dtype and a float per token, and
   // writes their gradient in that dtype; the ATen chain, fp32 log-softmax and fp32 gradient.

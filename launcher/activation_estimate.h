@@ -18,10 +18,11 @@ struct LayerActivations {
   double gradients = 0;
 };
 
-// One decoder layer of `config` on one rank (its tensor- and sequence-parallel share) for a
-// microbatch of `microbatch` sequences, under config.train.recompute. On run.device: cuda the
+// One decoder layer of `config` on one rank (its tensor-, sequence- and context-parallel share) for
+// a microbatch of `microbatch` sequences, under config.train.recompute. On run.device: cuda the
 // fused kernels a GPU uses (attention, and RMSNorm and grouped-query attention where
-// config.kernels has them); otherwise the CPU's choice of attention kernel.
+// config.kernels has them); otherwise the CPU's choice of attention kernel; at cp > 1 ring
+// attention's (parallel/context_parallel_attention.h).
 LayerActivations layer_activations(const runtime::Config& config, int64_t microbatch);
 
 // The last stage's head for one microbatch: the final norm's saved tensors, the fp32 logits' log

@@ -22,7 +22,9 @@ commands:
   data prepare --out DIR [--tokenizer MODEL] FILE... tokenize text files into train/val shards (bytes,
                                                     or a SentencePiece MODEL)
   tokenizer train --vocab N [--out MODEL] FILE...   train a SentencePiece subword model
-  plan CONFIG [--np N] [--set key=value]...         per-rank memory and per-group traffic of the layout
+  plan CONFIG [--np N] [--memory GIB] [--set key=value]...
+                                                    per-rank memory and per-group traffic of the layout
+                                                    (--memory: whether it fits a device; if not, what cp does)
   config show CONFIG [--set key=value]...           the resolved, checked config as YAML (starts nothing)
   config reference [--markdown]                     every config key: type, default, allowed values, meaning
   ckpt inspect DIR                                  a checkpoint's contents, every checksum verified

@@ -103,7 +103,18 @@ Plan make_plan(const Config& c) {
       pipe::virtual_stage_layers(c.model.layers, p.pp, v, p.stage_layers);
   const pipe::ScheduleKind kind = pipe::schedule_on_stages(p.schedule, p.pp);
   const int64_t microbatch = c.train.global_batch / (static_cast<int64_t>(p.islands) * p.dp * p.microbatches);
-  const double hidden_bytes = compute_bytes(c) * static_cast<double>(microbatch) * c.model.seq * c.model.dim;
+  // A rank's tokens: its 2 of 2*cp chunks of each sequence.
+  const double local_tokens = static_cast<double>(microbatch) * c.model.seq / p.cp;
+  const double hidden_bytes = compute_bytes(c) * local_tokens * c.model.dim;
+  // Ring attention passes this rank's K and V (kv heads, its tensor-parallel share) around the cp
+  // ring: cp-1 hops forward (again in a full recompute's rerun); backward cp-1 hops of K/V and cp
+  // of their fp32 gradients, which go all the way round and home.
+  const double kv_elements = local_tokens * c.model.kv_heads * (c.model.dim / c.model.heads) / p.tp;
+  const double forward_ring = (p.cp - 1) * 2.0 * kv_elements * compute_bytes(c);
+  const double cp_bytes_per_layer =
+      p.cp > 1 ? forward_ring * (c.train.recompute == runtime::Recompute::kFull ? 2 : 1) + forward_ring +
+                     p.cp * 2.0 * kv_elements * 4.0
+               : 0.0;
   const double activation_message = p.sequence_parallel ? hidden_bytes / p.tp : hidden_bytes;
   const int64_t vocab_rows = padded_vocab(c.model.vocab, p.tp) / p.tp;
 
@@ -133,7 +144,9 @@ Plan make_plan(const Config& c) {
       tp_collectives += per_layer * r.count() + (part.embedding ? 1 : 0) + (part.head ? 1 : 0);
       pp_messages += (shape.is_last(chunk) ? 0 : 1) + (shape.is_first(chunk) ? 0 : 1);
     }
-    const double params = static_cast<double>(s.parameters), n = p.dp;
+    // ZeRO shards and reduces over the dp x cp ranks (a cp group's ranks hold the same parameters).
+    const double params = static_cast<double>(s.parameters), n = static_cast<double>(p.dp) * p.cp;
+    const int sharding_ranks = p.dp * p.cp;
     // As ShardedDataParallel allocates them: ZeRO-1 keeps the full gradient buffer that backward
     // fills and the reduce-scattered piece it owns; ZeRO-2/3 free a bucket's gradients once
     // reduce-scattered (between steps only the piece remains); ZeRO-3 keeps only its piece of the
@@ -169,10 +182,11 @@ Plan make_plan(const Config& c) {
                  gathered = compute_bytes(c) * params;
     const int reduce_scatters = p.zero >= 2 ? p.microbatches : 1;
     const int gathers = p.zero >= 3 ? 2 * p.microbatches : 1;
-    s.dp_bytes = p.zero == 0
-                     ? ring_all_reduce(reduced, p.dp)
-                     : reduce_scatters * ring_half(reduced, p.dp) + gathers * ring_half(gathered, p.dp);
+    s.dp_bytes = p.zero == 0 ? ring_all_reduce(reduced, sharding_ranks)
+                             : reduce_scatters * ring_half(reduced, sharding_ranks) +
+                                   gathers * ring_half(gathered, sharding_ranks);
     s.tp_bytes = p.microbatches * tp_collectives * ring_all_reduce(hidden_bytes, p.tp);
+    s.cp_bytes = p.microbatches * layers * cp_bytes_per_layer;
     s.pp_bytes = p.microbatches * pp_messages * activation_message;
     if (c.model.tie_embeddings && p.pp > 1 && (stage == 0 || stage == p.pp - 1))
       s.embedding_bytes = ring_all_reduce(4.0 * static_cast<double>(vocab_rows) * c.model.dim, 2);
@@ -185,10 +199,11 @@ Plan make_plan(const Config& c) {
 std::string format_plan(const Config& c, const Plan& plan) {
   const ParallelConfig& p = c.parallel;
   std::string out;
-  out +=
-      formatted("plan: %d ranks = islands %d x pp %d x dp %d x tp %d, ZeRO stage %d, %d microbatches (%s)\n",
-                plan.world_size, p.islands, p.pp, p.dp, p.tp, p.zero, p.microbatches,
-                p.pp > 1 ? std::string(name_of(p.schedule)).c_str() : "no pipeline");
+  const std::string cp = p.cp > 1 ? " x cp " + std::to_string(p.cp) : "";
+  out += formatted(
+      "plan: %d ranks = islands %d x pp %d x dp %d%s x tp %d, ZeRO stage %d, %d microbatches (%s)\n",
+      plan.world_size, p.islands, p.pp, p.dp, cp.c_str(), p.tp, p.zero, p.microbatches,
+      p.pp > 1 ? std::string(name_of(p.schedule)).c_str() : "no pipeline");
   out += "per rank of each stage (" + std::string(name_of(c.train.precision)) +
          " training, fp32 gradients; activations estimated, recompute " +
          std::string(name_of(c.train.recompute)) + "):\n";
@@ -215,12 +230,15 @@ std::string format_plan(const Config& c, const Plan& plan) {
         std::string(name_of(c.train.recompute)).c_str(), extra * c.train.global_batch * c.model.seq / 1e9,
         100.0 * extra / step, step * c.train.global_batch * c.model.seq / 1e9);
   }
-  out += "bytes each rank sends per step, by group:\n";
-  out += formatted("%5s %11s %11s %11s %11s\n", "stage", "dp", "tp", "pp", "embedding");
+  out += std::string("bytes each rank sends per step, by group") + (p.cp > 1 ? " (dp: over dp x cp)" : "") +
+         ":\n";
+  out += formatted("%5s %11s %11s %11s %11s", "stage", "dp", "tp", "pp", "embedding");
+  out += p.cp > 1 ? formatted(" %11s\n", "cp") : "\n";
   for (const StagePlan& s : plan.stages) {
-    out += formatted("%5d %11s %11s %11s %11s\n", s.stage, format_bytes(s.dp_bytes).c_str(),
+    out += formatted("%5d %11s %11s %11s %11s", s.stage, format_bytes(s.dp_bytes).c_str(),
                      format_bytes(s.tp_bytes).c_str(), format_bytes(s.pp_bytes).c_str(),
                      format_bytes(s.embedding_bytes).c_str());
+    out += p.cp > 1 ? formatted(" %11s\n", format_bytes(s.cp_bytes).c_str()) : "\n";
   }
   const bool outer_optimizer = c.outer.algorithm != runtime::OuterAlgorithm::kNone;
   if (p.islands > 1 || outer_optimizer) {
@@ -245,6 +263,42 @@ std::string format_plan(const Config& c, const Plan& plan) {
       mixed_precision_state_bytes_per_parameter(1, p.dp), mixed_precision_state_bytes_per_parameter(2, p.dp),
       mixed_precision_state_bytes_per_parameter(3, p.dp));
   return out;
+}
+
+namespace {
+
+// The bytes the fullest rank of the plan holds.
+double fullest_rank_bytes(const Plan& plan) {
+  double most = 0;
+  for (const StagePlan& s : plan.stages)
+    most = std::max(most, s.model_state_bytes() + s.activation_bytes + s.fp8_cache_bytes);
+  return most;
+}
+
+}  // namespace
+
+std::string format_fit(const Config& c, const Plan& plan, double device_bytes) {
+  const double needed = fullest_rank_bytes(plan);
+  const std::string memory = format_bytes(device_bytes);
+  if (needed <= device_bytes)
+    return formatted("fits: the fullest rank holds %s of its %s (model state and activations)\n",
+                     format_bytes(needed).c_str(), memory.c_str());
+  std::string out = formatted("does not fit: the fullest rank holds %s, more than its %s\n",
+                              format_bytes(needed).c_str(), memory.c_str());
+  Config wider = c;
+  for (int cp = 2 * c.parallel.cp; cp <= c.model.seq / 2; cp *= 2) {
+    wider.parallel.cp = cp;
+    if (!validate_layout(wider, wider.job_ranks()).empty()) break;
+    const Plan split = make_plan(wider);
+    if (fullest_rank_bytes(split) <= device_bytes)
+      return out + formatted(
+                       "parallel.cp %d would fit: %s on the fullest of %d ranks (each sequence in %d chunks, "
+                       "two a rank)\n",
+                       cp, format_bytes(fullest_rank_bytes(split)).c_str(), split.world_size, 2 * cp);
+  }
+  return out +
+         "no parallel.cp the sequence splits into brings it under; lower the microbatch (train.global_batch, "
+         "parallel.microbatches), recompute (train.recompute), or shard more (parallel.zero, tp, pp)\n";
 }
 
 }  // namespace atl::launcher

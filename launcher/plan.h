@@ -17,8 +17,8 @@ struct StagePlan {
   int stage = 0;
   int64_t parameters = 0;  // elements one rank of this stage holds (its tensor-parallel shard)
   // Model state per rank as built: parameters in the compute dtype (4 B, or 2 B in bf16), 4 B fp32
-  // gradients, 8 B AdamW moments (+ 4 B fp32 master weights in bf16) per parameter, divided by dp
-  // as the ZeRO stage shards them (ZeRO-1 also holds its reduced 4/dp B gradient piece beside the
+  // gradients, 8 B AdamW moments (+ 4 B fp32 master weights in bf16) per parameter, divided by
+  // dp x cp as the ZeRO stage shards them (ZeRO-1 also holds its reduced 4/dp B gradient piece beside the
   // full gradient buffer).
   double parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
   // Activations at the schedule's peak: what each layer keeps for backward under train.recompute,
@@ -32,6 +32,8 @@ struct StagePlan {
   // Bytes one rank sends per step (ring costs: all-reduce 2(n-1)/n, reduce-scatter and
   // all-gather (n-1)/n of the buffer).
   double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, embedding_bytes = 0;
+  // Context parallelism: ring attention's K/V and their gradients around the cp group.
+  double cp_bytes = 0;
   // Islands: the outer optimizer's phi and momentum (fp32, over what this rank's optimizer owns),
   // and the bytes one rank sends to other islands per sync and per step on average (outer.algorithm
   // none: gradients every step).
@@ -49,6 +51,12 @@ Plan make_plan(const runtime::Config& config);
 // The plan as tables, with DeepSpeed's headline (bytes of model state per parameter per rank in
 // mixed precision) for the configured dp.
 std::string format_plan(const runtime::Config& config, const Plan& plan);
+
+// Against `device_bytes` of memory per rank (atoll plan --memory): whether the fullest rank fits it
+// (model state, activations, the fp8 weight cache) and, where it does not, the smallest cp (doubling
+// parallel.cp while the layout stays valid: the sequence still splits into its chunks) at which it
+// would; otherwise what else to turn. One or two lines.
+std::string format_fit(const runtime::Config& config, const Plan& plan, double device_bytes);
 
 // DeepSpeed's mixed-precision model state per parameter per rank: 2 B parameters, 2 B gradients,
 // 12 B fp32 master weights and Adam moments; ZeRO 1 shards the 12, ZeRO 2 also the gradients,

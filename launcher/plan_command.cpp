@@ -10,7 +10,7 @@
 
 namespace atl::launcher {
 namespace {
-constexpr const char* kPlanUsage = "atoll plan CONFIG [--np N] [--set key=value]...";
+constexpr const char* kPlanUsage = "atoll plan CONFIG [--np N] [--memory GIB] [--set key=value]...";
 }  // namespace
 
 int plan_command(const Args& args) {
@@ -19,19 +19,28 @@ int plan_command(const Args& args) {
         << "usage: " << kPlanUsage << "\n\nPrints per pipeline stage the bytes of parameters, gradients, "
         << "optimizer state and activations one rank holds, and the bytes each group sends per step;\n"
         << "then the training datasets (shards, tokens, weight, epochs at train.steps) where they open.\n"
-        << "--np N checks the layout against N ranks first.\n";
+        << "--np N checks the layout against N ranks first. --memory GIB (a device's memory, e.g. 80) says\n"
+        << "whether the fullest rank fits it and, if not, the smallest parallel.cp that would.\n";
     return 0;
   }
   const ConfigArgs parsed = parse_config_args(args, kPlanUsage);
   const runtime::Config config = runtime::load_config(parsed.config_path, parsed.overrides);
-  for (size_t i = 0; i < parsed.rest.size(); ++i) {
-    if (parsed.rest[i] != "--np" || i + 1 >= parsed.rest.size())
-      throw std::invalid_argument("unknown option '" + parsed.rest[i] + "'; usage: " + kPlanUsage);
-    const int np = non_negative("--np", parsed.rest[++i]);
+  const Options options = parse_options(parsed.rest, 0, {"--np", "--memory"}, kPlanUsage);
+  if (!options.positional.empty())
+    throw std::invalid_argument("unknown argument '" + options.positional[0] + "'; usage: " + kPlanUsage);
+  if (options.has("--np")) {
+    const int np = non_negative("--np", options.get("--np", ""));
     if (const std::string mismatch = rank_count_mismatch(config, np); !mismatch.empty())
       throw std::invalid_argument(mismatch);
   }
-  std::cout << format_plan(config, make_plan(config)) << format_data_plan(config);
+  const double memory_gib = options.real("--memory", 0.0);
+  if (options.has("--memory") && !(memory_gib > 0))
+    throw std::invalid_argument("--memory " + options.get("--memory", "") +
+                                ": a device's memory in GiB must be a positive number; e.g. --memory 80");
+  const Plan plan = make_plan(config);
+  std::cout << format_plan(config, plan);
+  if (memory_gib > 0) std::cout << format_fit(config, plan, memory_gib * 1024.0 * 1024.0 * 1024.0);
+  std::cout << format_data_plan(config);
   return 0;
 }
 

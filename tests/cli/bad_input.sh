@@ -270,6 +270,8 @@ expect_cli_error flight_records 2 "comm.flight_records = 0 must be >= 1; set com
   plan "$work/tiny.yaml" --set comm.flight_records=0
 expect_cli_error plan_np 2 "the layout needs 2 ranks \(islands\*pp\*dp\*tp = 1\*1\*2\*1\); --np 3 was given; drop --np, or change parallel.\* to a layout of 3 ranks" \
   plan "$work/tiny.yaml" --np 3
+expect_cli_error plan_memory 2 "--memory 0: a device's memory in GiB must be a positive number; e.g. --memory 80" \
+  plan "$work/tiny.yaml" --memory 0
 # atoll launch says so before it starts mpirun: no rank runs, nothing is written.
 expect_cli_error launch_np_mismatch 2 "the layout needs 2 ranks \(islands\*pp\*dp\*tp = 1\*1\*2\*1\); --np 3 was given" \
   launch "$work/tiny.yaml" --np 3 "${at_committed[@]}"

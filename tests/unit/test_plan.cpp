@@ -155,5 +155,65 @@ TEST(Plan, IslandsSendTheModelOncePerRoundAtTheCodecsWidth) {
   EXPECT_NEAR(make_plan(c).stages[0].outer_bytes_per_sync, 2 * owned * (1 + 8.0 / 256), 1e-6 * owned);
 }
 
+// Context parallelism: a rank holds 2 of the 2*cp chunks of each sequence, so at (seq S, cp) it
+// keeps what one rank keeps at (S/cp, cp 1) (the fused attention on both sides), shards model state
+// over dp x cp, and passes its K/V around the ring: cp-1 hops forward, cp-1 hops of K/V and cp of
+// their fp32 gradients backward, per layer and microbatch.
+TEST(Plan, ContextParallelKeepsATokenShareAndPassesKeyValuesAroundTheRing) {
+  Config whole = llama2_7b(1, 2, 1);
+  whole.run.device = DeviceKind::kCuda;
+  whole.model.seq = 4 * 4096;
+  whole.parallel.cp = 4;
+  whole.parallel.zero = 1;
+  Config quarter = whole;
+  quarter.model.seq = 4096;
+  quarter.parallel.cp = 1;
+  const StagePlan split = make_plan(whole).stages[0], short_sequences = make_plan(quarter).stages[0];
+  EXPECT_DOUBLE_EQ(split.activation_bytes, short_sequences.activation_bytes);
+  EXPECT_EQ(make_plan(whole).world_size, 8);
+
+  Config eight_dp = quarter;
+  eight_dp.parallel.dp = 8;
+  eight_dp.train.global_batch = whole.train.global_batch * 4;  // the same microbatch per rank
+  EXPECT_DOUBLE_EQ(split.optimizer_bytes, make_plan(eight_dp).stages[0].optimizer_bytes);
+  EXPECT_DOUBLE_EQ(split.dp_bytes, make_plan(eight_dp).stages[0].dp_bytes);
+  EXPECT_EQ(short_sequences.cp_bytes, 0.0);
+
+  // One K (or V) block of a rank: a microbatch of one sequence's 4096 local positions, 32 heads of
+  // 128, fp32; 32 layers, 4 microbatches.
+  const double block = 4096.0 * 32 * 128 * 4;
+  EXPECT_DOUBLE_EQ(split.cp_bytes, 4 * 32 * (3 * 2 * block + 3 * 2 * block + 4 * 2 * block));
+  whole.model.kv_heads = 8;  // grouped-query attention: only the kv heads travel
+  EXPECT_DOUBLE_EQ(make_plan(whole).stages[0].cp_bytes, split.cp_bytes / 4);
+}
+
+// atoll plan --memory: a sequence that does not fit one rank gets the smallest cp that fits.
+TEST(Plan, SuggestsTheSmallestContextParallelSizeThatFits) {
+  Config c = llama2_7b(1, 8, 1);
+  c.run.device = DeviceKind::kCuda;
+  c.train.precision = Precision::kBf16;
+  c.parallel.zero = 3;
+  c.parallel.microbatches = 1;
+  c.train.global_batch = 8;
+  c.model.seq = 131072;
+  const double gib = 1024.0 * 1024 * 1024;
+  const std::string advice = format_fit(c, make_plan(c), 80 * gib);
+  ASSERT_NE(advice.find("does not fit"), std::string::npos) << advice;
+  const size_t at = advice.find("parallel.cp ");
+  ASSERT_NE(at, std::string::npos) << advice;
+  const int cp = std::stoi(advice.substr(at + 12));
+  const auto fullest = [&](int size) {
+    Config trial = c;
+    trial.parallel.cp = size;
+    const StagePlan s = make_plan(trial).stages[0];
+    return s.model_state_bytes() + s.activation_bytes;
+  };
+  EXPECT_LE(fullest(cp), 80 * gib) << advice;
+  EXPECT_GT(fullest(cp / 2), 80 * gib) << advice;
+  EXPECT_NE(format_fit(c, make_plan(c), 1e6 * gib).find("fits:"), std::string::npos);
+  c.model.seq = 12;  // 2*cp divides it for cp 2 only, which leaves the model state over 1 GiB
+  EXPECT_NE(format_fit(c, make_plan(c), 1 * gib).find("no parallel.cp"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace atl::launcher
