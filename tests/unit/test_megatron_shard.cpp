@@ -15,6 +15,7 @@
 #include "runtime/data/megatron_shard.h"
 #include "runtime/data/shard.h"
 #include "tests/error_of.h"
+#include "tests/megatron_index.h"
 #include "tests/temp_dir_test.h"
 
 namespace atl::runtime {
@@ -22,44 +23,14 @@ namespace {
 
 using test::error_of;
 
-// The fields of a Megatron index, written as megatron-core's _IndexWriter writes them.
-struct Index {
-  uint8_t code = 8;  // uint16
-  std::vector<int32_t> sizes;
-  std::vector<int64_t> documents;  // sequence indices, 0 .. sizes.size()
-  uint64_t version = 1;
-  std::string magic = std::string("MMIDIDX\0\0", 9);
-
-  std::string bytes() const {
-    const int64_t width = code == 8 ? 2 : 4;
-    std::string out = magic;
-    const auto put = [&](const auto& value) {
-      out.append(reinterpret_cast<const char*>(&value), sizeof value);
-    };
-    put(version);
-    put(code);
-    put(static_cast<uint64_t>(sizes.size()));
-    put(static_cast<uint64_t>(documents.size()));
-    for (int32_t s : sizes) put(s);
-    int64_t pointer = 0;
-    for (int32_t s : sizes) {
-      put(pointer);
-      pointer += s * width;
-    }
-    for (int64_t d : documents) put(d);
-    return out;
-  }
-};
+using Index = test::MegatronIndex;
 
 class MegatronShards : public test::TempDirTest {
  protected:
   // PREFIX.idx from `index` and PREFIX.bin of `tokens` (at their width); returns PREFIX.bin.
   std::string write(const std::string& prefix, const Index& index,
                     const std::vector<uint32_t>& tokens) const {
-    write_file(prefix + ".idx", index.bytes());
-    std::string body;
-    for (uint32_t t : tokens) body.append(reinterpret_cast<const char*>(&t), index.code == 8 ? 2 : 4);
-    return write_file(prefix + ".bin", body);
+    return test::write_megatron_shard(path(prefix), index, tokens);
   }
 };
 
