@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "parallel/context_pointer.h"
+#include "parallel/document_mask.h"
 
 namespace atl::parallel {
 namespace {
@@ -20,15 +22,6 @@ using torch::autograd::variable_list;
 // behind them can never be matched with each other.
 constexpr int kKeyValueTag = 0;
 constexpr int kGradientTag = 1;
-
-// How the queries of one chunk see the keys of another under the causal mask: every key of an
-// earlier chunk, the keys up to their own position in their own chunk, none of a later chunk.
-enum class Visibility { kNone, kCausal, kFull };
-
-Visibility visibility(int64_t query_chunk, int64_t key_chunk) {
-  if (key_chunk > query_chunk) return Visibility::kNone;
-  return key_chunk == query_chunk ? Visibility::kCausal : Visibility::kFull;
-}
 
 // The ring of the group: each rank passes to the next and receives from the one before.
 class Ring {
@@ -73,7 +66,8 @@ at::Tensor chunk_of(const at::Tensor& local, int64_t index) {
 }
 
 // Adds a block's partial attention (its output and the log-sum-exp of its scores, per query) to
-// the running one: both outputs weighted by their share of the combined softmax denominator.
+// the running one: both outputs weighted by their share of the combined softmax denominator. A query
+// that has seen no key yet has a log-sum-exp of -inf, and weights of 0 rather than exp(-inf + inf).
 void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, const at::Tensor& block_lse) {
   const at::Tensor block_out32 = block_out.to(at::kFloat), block_lse32 = block_lse.to(at::kFloat);
   if (!out.defined()) {
@@ -82,28 +76,51 @@ void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, 
     return;
   }
   const at::Tensor merged = at::logaddexp(lse, block_lse32);
-  out = out * (lse - merged).exp().unsqueeze(-1) + block_out32 * (block_lse32 - merged).exp().unsqueeze(-1);
+  const at::Tensor nothing_seen = merged.isneginf();
+  const auto share = [&](const at::Tensor& part_lse) {
+    return at::where(nothing_seen, 0.0, (part_lse - merged).exp()).unsqueeze(-1);
+  };
+  out = out * share(lse) + block_out32 * share(block_lse32);
   lse = merged;
 }
 
+// The documents of global chunk `index` of 2*cp chunks, from those of the whole sequence (undefined:
+// no document mask).
+at::Tensor chunk_documents(const at::Tensor& document_ids, int64_t index, int64_t chunk) {
+  return document_ids.defined() ? document_ids.narrow(1, index * chunk, chunk) : at::Tensor();
+}
+
 // The blocks one ring step computes: every pair of (this rank's query chunk, the visiting K/V's
-// chunk) that the causal mask leaves non-empty.
+// chunk) that the causal and document masks leave non-empty, with what the queries see of it.
 template <typename Compute>
 void for_each_block(const std::array<int64_t, 2>& query_chunks, const std::array<int64_t, 2>& key_chunks,
-                    Compute&& compute) {
+                    const at::Tensor& document_ids, int64_t chunk, at::ScalarType dtype, Compute&& compute) {
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t b = 0; b < 2; ++b) {
-      const Visibility seen = visibility(query_chunks[a], key_chunks[b]);
-      if (seen != Visibility::kNone) compute(a, b, seen == Visibility::kCausal);
+      const BlockMask seen =
+          block_mask(query_chunks[a], key_chunks[b], chunk_documents(document_ids, query_chunks[a], chunk),
+                     chunk_documents(document_ids, key_chunks[b], chunk), dtype);
+      if (seen.kind != BlockMask::Kind::kNone) compute(a, b, seen);
     }
+}
+
+// The flash kernel's mask arguments for a block: is_causal, and the additive mask or none.
+bool causal_of(const BlockMask& seen) {
+  return seen.kind == BlockMask::Kind::kCausal;
+}
+
+std::optional<at::Tensor> additive_of(const BlockMask& seen) {
+  return seen.kind == BlockMask::Kind::kMasked ? std::optional<at::Tensor>(seen.additive) : std::nullopt;
 }
 
 class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, comm::Communicator* group, bool load_balanced) {
+                            const at::Tensor& v, comm::Communicator* group, bool load_balanced,
+                            const std::optional<at::Tensor>& documents) {
+    const at::Tensor document_ids = documents.value_or(at::Tensor());
     const int cp = group->size(), rank = group->rank();
-    const int64_t groups = q.size(1) / k.size(1);
+    const int64_t groups = q.size(1) / k.size(1), chunk = q.size(2) / 2;
     const auto mine = context_chunks(cp, rank, load_balanced);
     Ring ring(*group);
     const std::shared_ptr<void> progress = cp > 1 ? group->progress_in_background() : nullptr;
@@ -114,11 +131,18 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       const int owner = (rank - step + cp) % cp;
       const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
       const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
-      for_each_block(mine, context_chunks(cp, owner, load_balanced), [&](int64_t a, int64_t b, bool causal) {
-        const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-            chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b), /*dropout_p=*/0.0, causal);
-        merge_block(out[a], lse[a], block_out, block_lse);
-      });
+      for_each_block(
+          mine, context_chunks(cp, owner, load_balanced), document_ids, chunk, q.scalar_type(),
+          [&](int64_t a, int64_t b, const BlockMask& seen) {
+            const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
+                chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b), /*dropout_p=*/0.0, causal_of(seen),
+                additive_of(seen));
+            // The kernel gives a query that sees no key of the block a log-sum-exp of 0.
+            merge_block(out[a], lse[a], block_out,
+                        seen.rows_seeing.defined()
+                            ? at::where(seen.rows_seeing, block_lse, -std::numeric_limits<double>::infinity())
+                            : block_lse);
+          });
       if (arriving) {
         arriving->wait();
         kv = std::move(next_kv);
@@ -128,6 +152,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     ctx->save_for_backward({q, k, v, result, at::cat({lse[0], lse[1]}, 2)});
     save_pointer(ctx, "group", group);
     ctx->saved_data["load_balanced"] = load_balanced;
+    ctx->saved_data["document_ids"] = documents;
     return result;
   }
 
@@ -138,8 +163,10 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     auto* group = saved_pointer<comm::Communicator>(ctx, "group");
     const bool load_balanced = ctx->saved_data["load_balanced"].toBool();
+    const at::Tensor document_ids =
+        ctx->saved_data["document_ids"].toOptional<at::Tensor>().value_or(at::Tensor());
     const int cp = group->size(), rank = group->rank();
-    const int64_t groups = q.size(1) / k.size(1);
+    const int64_t groups = q.size(1) / k.size(1), chunk = q.size(2) / 2;
     const auto mine = context_chunks(cp, rank, load_balanced);
     const at::Tensor d_out = grads[0].contiguous();
     Ring ring(*group);
@@ -156,15 +183,18 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
       const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
       std::vector<at::Tensor> ours{at::zeros(k.sizes(), d_q.options()), at::zeros(v.sizes(), d_q.options())};
-      for_each_block(mine, context_chunks(cp, owner, load_balanced), [&](int64_t a, int64_t b, bool causal) {
-        const auto [block_dq, block_dk, block_dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-            chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b),
-            chunk_of(out, a).contiguous(), lse.narrow(2, a * lse.size(2) / 2, lse.size(2) / 2).contiguous(),
-            /*dropout_p=*/0.0, causal);
-        chunk_of(d_q, a).add_(block_dq);
-        chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
-        chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
-      });
+      for_each_block(mine, context_chunks(cp, owner, load_balanced), document_ids, chunk, q.scalar_type(),
+                     [&](int64_t a, int64_t b, const BlockMask& seen) {
+                       const auto [block_dq, block_dk, block_dv] =
+                           at::_scaled_dot_product_flash_attention_for_cpu_backward(
+                               chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b),
+                               chunk_of(values, b), chunk_of(out, a).contiguous(),
+                               lse.narrow(2, a * chunk, chunk).contiguous(), /*dropout_p=*/0.0,
+                               causal_of(seen), additive_of(seen));
+                       chunk_of(d_q, a).add_(block_dq);
+                       chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
+                       chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
+                     });
       if (grads_arriving) {
         grads_arriving->wait();
         d_kv = std::move(next_d_kv);
@@ -184,7 +214,11 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       grads_arriving->wait();
       d_kv = std::move(next_d_kv);
     }
-    return {d_q.to(q.scalar_type()), d_kv[0].to(k.scalar_type()), d_kv[1].to(v.scalar_type()), at::Tensor(),
+    return {d_q.to(q.scalar_type()),
+            d_kv[0].to(k.scalar_type()),
+            d_kv[1].to(v.scalar_type()),
+            at::Tensor(),
+            at::Tensor(),
             at::Tensor()};
   }
 };
@@ -208,7 +242,7 @@ at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int 
 }
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          comm::Communicator& cp, bool load_balanced) {
+                          comm::Communicator& cp, bool load_balanced, const at::Tensor& document_ids) {
   if (q.size(1) % k.size(1) != 0 || q.size(2) % 2 != 0 || k.sizes() != v.sizes() || q.size(2) != k.size(2))
     throw std::invalid_argument(
         "ring_attention: q " + std::to_string(q.size(1)) + " heads x " + std::to_string(q.size(2)) +
@@ -216,7 +250,15 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
         " positions: the kv heads must divide the heads and both hold the same two chunks");
   if (!q.device().is_cpu())
     throw std::invalid_argument("ring_attention: runs on the CPU only so far, not on " + q.device().str());
-  return RingAttention::apply(q, k, v, &cp, load_balanced);
+  const int64_t sequence = q.size(2) * cp.size();
+  if (document_ids.defined() && !document_ids.sizes().equals({q.size(0), sequence}))
+    throw std::invalid_argument("ring_attention: document ids of shape " + c10::str(document_ids.sizes()) +
+                                " for " + std::to_string(q.size(0)) + " sequences of " +
+                                std::to_string(sequence) + " positions: they must be the whole sequences' [" +
+                                std::to_string(q.size(0)) + ", " + std::to_string(sequence) + "]");
+  // Optional: autograd takes every plain tensor argument for an input, an undefined one included.
+  return RingAttention::apply(q, k, v, &cp, load_balanced,
+                              document_ids.defined() ? std::optional(document_ids) : std::nullopt);
 }
 
 }  // namespace atl::parallel

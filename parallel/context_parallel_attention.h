@@ -9,8 +9,9 @@
 // Ring attention: each rank attends its queries to its own K/V first, then to the K/V of the rank
 // before it, passed around the ring -- the next block's transfer started before the current one is
 // computed -- and merges the partial outputs exactly by their log-sum-exp. Blocks the causal mask
-// leaves empty are skipped. The backward passes the K/V around the ring again with their dK/dV,
-// which travel on with each K/V block and arrive home once every rank has added its part.
+// (or the document mask, document_mask.h) leaves empty are skipped. The backward passes the K/V
+// around the ring again with their dK/dV, which travel on with each K/V block and arrive home once
+// every rank has added its part.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,13 +32,16 @@ std::array<int64_t, 2> context_chunks(int cp, int rank, bool load_balanced);
 at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int rank, bool load_balanced);
 
 // Causal attention over the whole sequence from this rank's part of it, over the context-parallel
-// group `cp` (which must outlive the autograd graph).
+// group `cp` (which must outlive the autograd graph). With `document_ids` (int64 [batch, seq] of the
+// WHOLE sequences, document_mask.h), a query sees only the keys of its own document, and blocks
+// that share no document are skipped like those the causal mask empties.
 // q: [batch, heads, 2*chunk, head_dim]; k, v: [batch, kv_heads, 2*chunk, head_dim] with kv_heads
 // dividing heads (grouped-query attention: only the kv heads travel). Each holds this rank's
 // chunks as take_context_chunks(sequence, 2, ...) returns them. Returns [batch, heads, 2*chunk,
 // head_dim]: this rank's rows of the whole sequence's attention. CPU tensors (the fused flash
 // kernel's CPU variant, which returns the log-sum-exp).
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          comm::Communicator& cp, bool load_balanced = true);
+                          comm::Communicator& cp, bool load_balanced = true,
+                          const at::Tensor& document_ids = {});
 
 }  // namespace atl::parallel

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "parallel/context_parallel_attention.h"
+#include "parallel/document_mask.h"
 
 namespace atl::runtime {
 
@@ -15,10 +16,9 @@ namespace {
 
 // Tokens reach a GPU through pinned host memory (the caching host allocator reuses it), copied
 // without blocking the host; on the CPU they stay where the mmap'ed shard put them.
-TokenBatch on_device(TokenBatch batch, const c10::Device& device) {
-  if (!device.is_cuda()) return batch;
-  return {batch.inputs.pin_memory().to(device, /*non_blocking=*/true),
-          batch.targets.pin_memory().to(device, /*non_blocking=*/true), std::move(batch.document_starts)};
+at::Tensor on_device(const at::Tensor& host, const c10::Device& device) {
+  if (!device.is_cuda() || !host.defined()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ pipe::PipelineRunStats PipelinePasses::train(int64_t step, const at::Tensor& loc
   if (layout_.fp8) layout_.fp8->start_step();  // the weights changed since the last pass
   const int microbatches = config_.parallel.microbatches;
   const int64_t microbatch_size = config_.train.global_batch / (data_ranks() * microbatches);
-  const std::vector<TokenBatch> batches = stage_batches(microbatches, [&](int micro) {
+  const std::vector<Microbatch> batches = stage_batches(microbatches, [&](int micro) {
     const BatchSlice slice =
         batch_slice(step, config_.train.global_batch, data_rank(), data_ranks(), micro, microbatches);
     return data_.train->shuffled(slice.first, slice.count);
@@ -60,7 +60,7 @@ double PipelinePasses::validation_loss() const {
   // On the last stage, summed where the losses are (no host synchronisation inside the schedule).
   const at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(l.device));
   if (shape.microbatches > 0) {
-    const std::vector<TokenBatch> batches = stage_batches(shape.microbatches, [&](int micro) {
+    const std::vector<Microbatch> batches = stage_batches(shape.microbatches, [&](int micro) {
       return data_.val->in_order(mine.offset + micro * chunk, count_of(micro));
     });
     pipe::StageCallbacks callbacks;
@@ -80,37 +80,47 @@ double PipelinePasses::validation_loss() const {
   return total.item<double>() / (std::max(1, c.train.eval_sequences) * c.parallel.cp);
 }
 
-at::Tensor PipelinePasses::forward_chunk(int chunk, const at::Tensor& input, const TokenBatch& batch) const {
+at::Tensor PipelinePasses::forward_chunk(int chunk, const at::Tensor& input, const Microbatch& batch) const {
   const bool first = layout_.pipeline.is_first(chunk), last = layout_.pipeline.is_last(chunk);
   const LlamaModel& model = *layout_.chunks[chunk];
-  const at::Tensor out = model.forward(first ? batch.inputs : input);
+  const at::Tensor out = model.forward(first ? batch.inputs : input, batch.document_ids);
   return last ? model.loss_of(out, batch.targets) : out;
 }
 
 // Not inside the schedule: pinning host memory there can synchronise the device (a new
 // cudaHostAlloc), which waits for a receive whose sender may be waiting for this rank -- a pipeline
 // deadlock on the GPU.
-std::vector<TokenBatch> PipelinePasses::stage_batches(int count,
-                                                      const std::function<TokenBatch(int)>& load) const {
-  std::vector<TokenBatch> batches(static_cast<size_t>(count));
+std::vector<PipelinePasses::Microbatch> PipelinePasses::stage_batches(
+    int count, const std::function<TokenBatch(int)>& load) const {
+  std::vector<Microbatch> batches(static_cast<size_t>(count));
   // Only a rank's first chunk can be the model's first, only its last chunk the model's last.
   const int last_chunk = static_cast<int>(layout_.chunks.size()) - 1;
-  if (!layout_.pipeline.is_first(0) && !layout_.pipeline.is_last(last_chunk)) return batches;
+  const bool tokens = layout_.pipeline.is_first(0) || layout_.pipeline.is_last(last_chunk);
+  // Every layer's attention reads the documents, so every stage loads them.
+  if (!tokens && !config_.model.document_mask) return batches;
   for (int micro = 0; micro < count; ++micro)
-    batches[static_cast<size_t>(micro)] = on_device(context_chunks(load(micro)), layout_.device);
+    batches[static_cast<size_t>(micro)] = microbatch_of(load(micro), tokens);
   return batches;
 }
 
-TokenBatch PipelinePasses::context_chunks(TokenBatch batch) const {
+PipelinePasses::Microbatch PipelinePasses::microbatch_of(const TokenBatch& batch, bool tokens) const {
+  Microbatch micro;
+  if (config_.model.document_mask)
+    micro.document_ids =
+        on_device(parallel::document_ids(batch.document_starts, batch.inputs.size(1)), layout_.device);
+  if (!tokens) return micro;
   const comm::Communicator& cp = layout_.mesh->cp();
-  if (cp.size() == 1) return batch;
   // The sequence split is not the loader's: every cp rank reads the same sequences and keeps its
-  // two load-balanced chunks of each (so a checkpoint resumes at any cp). The documents' starts are
-  // the whole sequence's offsets, which no chunk's positions match: none are passed on until
-  // document-masked attention maps them into the chunks.
-  return {parallel::take_context_chunks(batch.inputs, 1, cp.size(), cp.rank(), /*load_balanced=*/true),
-          parallel::take_context_chunks(batch.targets, 1, cp.size(), cp.rank(), /*load_balanced=*/true),
-          {}};
+  // two load-balanced chunks of each (so a checkpoint resumes at any cp). The documents stay those
+  // of the whole sequences: ring attention cuts every chunk's from them by its global place.
+  const auto mine = [&](const at::Tensor& whole) {
+    return cp.size() == 1
+               ? whole
+               : parallel::take_context_chunks(whole, 1, cp.size(), cp.rank(), /*load_balanced=*/true);
+  };
+  micro.inputs = on_device(mine(batch.inputs), layout_.device);
+  micro.targets = on_device(mine(batch.targets), layout_.device);
+  return micro;
 }
 
 int PipelinePasses::data_rank() const {

@@ -34,14 +34,20 @@ class PipelinePasses {
   double validation_loss() const;
 
  private:
+  // A microbatch as this rank's model chunks take it, on the device: its tokens (this rank's two
+  // chunks of each sequence under context parallelism) on a rank that runs an end of the model, and
+  // with model.document_mask every position's document in the whole sequences, on every rank.
+  struct Microbatch {
+    at::Tensor inputs, targets;  // int64 [count, seq / cp]
+    at::Tensor document_ids;     // int64 [count, seq]
+  };
   // Runs model chunk `chunk` on `batch`'s inputs (first virtual stage) or on `input`; returns the
   // activation for the next virtual stage, or on the last one the mean loss over `batch`'s targets.
-  at::Tensor forward_chunk(int chunk, const at::Tensor& input, const TokenBatch& batch) const;
-  // The tokens of `count` microbatches (`load(micro)`), on the device, on a rank that runs an end
-  // of the model (empty batches elsewhere).
-  std::vector<TokenBatch> stage_batches(int count, const std::function<TokenBatch(int)>& load) const;
-  // This rank's two chunks of each sequence of `batch` under context parallelism (all of it without).
-  TokenBatch context_chunks(TokenBatch batch) const;
+  at::Tensor forward_chunk(int chunk, const at::Tensor& input, const Microbatch& batch) const;
+  // `count` microbatches (`load(micro)`) as this rank's chunks take them.
+  std::vector<Microbatch> stage_batches(int count, const std::function<TokenBatch(int)>& load) const;
+  // What this rank's chunks take of the sequences of `batch`; `tokens`: whether they take its tokens.
+  Microbatch microbatch_of(const TokenBatch& batch, bool tokens) const;
   // Every island takes its own share of each step's sequences: rank d of island i reads share
   // i*dp + d of islands*dp.
   int data_rank() const;

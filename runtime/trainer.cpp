@@ -38,6 +38,22 @@ using Clock = std::chrono::steady_clock;
 
 NonFiniteStop::NonFiniteStop(const std::string& message) : std::runtime_error(message) {}
 
+namespace {
+
+// model.document_mask needs every shard to tell where its documents start: by its own record
+// (Megatron's index) or by the tokenizer's BOS/EOS in its tokens.
+void check_documents_known(const Config& config, const TrainingData& data) {
+  if (!config.model.document_mask) return;
+  for (const SequenceSource* source : {data.train.get(), data.val.get()})
+    if (const Shard* shard = source->shard_without_documents())
+      throw ConfigError({"model.document_mask: true but " + shard->path() +
+                         " records no document starts and data.tokenizer (" + config.data.tokenizer +
+                         ") has no BOS or EOS to find them by; use a Megatron .bin/.idx or data prepared "
+                         "with a tokenizer that marks documents, or set model.document_mask: false"});
+}
+
+}  // namespace
+
 struct Trainer::State {
   Config config;
   TestHooks hooks;
@@ -74,6 +90,7 @@ struct Trainer::State {
                               static_cast<uint64_t>(config.run.seed), config.train.eval_every,
                               config.train.eval_sequences,
                               DocumentMarkers{tokenizer->bos_id(), tokenizer->eos_id()});
+    check_documents_known(config, data);
     if (config.model.starts_from_file())
       initial_weights = read_initial_weights(config.model, config.model.init_from);
     const ParallelConfig& p = config.parallel;

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "parallel/sharded_data_parallel.h"
 #include "runtime/model/llama.h"
 #include "runtime/trainer.h"
+#include "tests/megatron_index.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
 #include "tests/world_sizes.h"
@@ -293,6 +295,18 @@ inline Config layout(const std::string& tag, int tp, int pp = 1) {
   config.parallel.pp = pp;
   config.parallel.dp = world_size / (tp * pp);
   return config;
+}
+
+// `config` training with model.document_mask on the same synthetic tokens as Megatron shards of
+// documents 1 to 40 tokens long, so that at seq 32 documents start anywhere in a sequence (and in
+// context parallelism's chunks), and some sequences are one document.
+inline void use_packed_documents(Config& config) {
+  const std::string dir = std::filesystem::path(config.data.train.front().path).parent_path().string();
+  const std::vector<int32_t> lengths{13, 4, 1, 22, 8, 40, 3, 16};
+  config.data.train = {
+      {write_megatron_documents(dir + "/documents_train", synthetic_tokens(60000, 1), lengths)}};
+  config.data.val = {{write_megatron_documents(dir + "/documents_val", synthetic_tokens(8000, 2), lengths)}};
+  config.model.document_mask = true;
 }
 
 inline int world_size() {

@@ -176,6 +176,7 @@ struct ModelConfig {
   int ffn = 688;
   int seq = 256;
   bool tie_embeddings = false;
+  bool document_mask = false;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   double init_std = 0.02;

@@ -25,6 +25,9 @@ std::vector<Field> model_fields() {
             at_least(1)),
       model("tie_embeddings", &ModelConfig::tie_embeddings,
             "One matrix for the token embedding and the output head."),
+      model("document_mask", &ModelConfig::document_mask,
+            "Attention only within each document of a packed sequence (boundaries from the data: "
+            "Megatron's index, or the tokenizer's BOS/EOS); RoPE positions stay the sequence's."),
       model("rope_theta", &ModelConfig::rope_theta, "Base of the rotary position embedding's frequencies.",
             above(0)),
       model("norm_eps", &ModelConfig::norm_eps, "Epsilon of every RMSNorm.", above(0)),

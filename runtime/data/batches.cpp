@@ -67,6 +67,14 @@ int64_t SequenceSource::num_sequences() const {
   return total;
 }
 
+const Shard* SequenceSource::shard_without_documents() const {
+  if (markers_.bos >= 0 || markers_.eos >= 0) return nullptr;
+  for (const Dataset& dataset : datasets_)
+    for (const std::unique_ptr<Shard>& shard : dataset.shards())
+      if (!shard->document_starts(0, 0)) return shard.get();
+  return nullptr;
+}
+
 template <typename SequenceAt>
 TokenBatch SequenceSource::gather(int64_t first, int64_t count, SequenceAt sequence_at) {
   at::Tensor windows = at::empty({count, seq_ + 1}, at::TensorOptions().dtype(at::kLong));

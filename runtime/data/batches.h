@@ -47,6 +47,9 @@ class SequenceSource {
 
   // Every dataset's sequences together.
   int64_t num_sequences() const;
+  // The first shard that tells nothing of where its documents start (no recorded documents and no
+  // DocumentMarkers to find them by); null when every shard tells.
+  const Shard* shard_without_documents() const;
   const std::vector<Dataset>& datasets() const { return datasets_; }
   // Each dataset's share of the stream (the weights normalised to sum to 1).
   const std::vector<double>& shares() const { return blend_.weights(); }

@@ -78,6 +78,15 @@ at::Tensor grouped_causal_attention(const at::Tensor& q, const at::Tensor& k, co
                                           /*scale=*/std::nullopt, /*enable_gqa=*/true);
 }
 
+at::Tensor document_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& mask) {
+  // Repeated rather than SDPA's enable_gqa, which not every kernel that takes a mask takes.
+  const int64_t groups = q.size(1) / k.size(1);
+  const at::Tensor keys = groups == 1 ? k : k.repeat_interleave(groups, 1);
+  const at::Tensor values = groups == 1 ? v : v.repeat_interleave(groups, 1);
+  return at::scaled_dot_product_attention(q, keys, values, mask, /*dropout_p=*/0.0, /*is_causal=*/false);
+}
+
 at::Tensor handwritten_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& mask) {
   return CausalAttention::apply(q, k, v, mask);

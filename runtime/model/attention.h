@@ -35,6 +35,14 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // the fused kernel with the grouping inside it (SDPA's enable_gqa), for GPUs.
 at::Tensor grouped_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// Causal attention within documents: q: [batch, heads, seq, head_dim]; k, v: [batch, kv_heads, seq,
+// head_dim], kv_heads dividing heads (repeated here for the query heads); mask: bool [batch, 1, seq,
+// seq], true where a query may see a key (parallel::document_causal_mask). SDPA with the mask: on the
+// CPU LibTorch's flash kernel, which takes a mask; on a GPU flash attention takes none, so SDPA runs
+// the memory-efficient kernel (or cuDNN's where it takes the mask, or the math fallback).
+at::Tensor document_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& mask);
+
 // The hand-written kernel itself (tests and the benchmark compare it with the fused one).
 at::Tensor handwritten_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& mask);

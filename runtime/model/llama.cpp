@@ -2,6 +2,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "parallel/context_parallel_attention.h"
+#include "parallel/document_mask.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
 #include "runtime/model/fused_ops.h"
@@ -239,17 +240,26 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
   return {q, k, v};
 }
 
-at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv) const {
+LlamaModel::Documents LlamaModel::documents_of(const at::Tensor& document_ids) const {
+  if (!document_ids.defined() || cp_) return {document_ids, {}};
+  return {document_ids, parallel::document_causal_mask(document_ids, document_ids, /*causal=*/true)};
+}
+
+at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv,
+                                        const Documents& documents) const {
   const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const int64_t seq = q.size(2);
-  if (cp_) return parallel::ring_attention(q, k, v, *cp_);
+  if (cp_) return parallel::ring_attention(q, k, v, *cp_, /*load_balanced=*/true, documents.ids);
+  if (documents.mask.defined()) return document_masked_attention(q, k, v, documents.mask);
   if (k.size(1) != q.size(1)) return grouped_causal_attention(q, k, v);
   return causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));
 }
 
-bool LlamaModel::attention_kernel_is_fused(const at::Tensor& like) const {
-  // Ring attention, like the fused kernel, keeps no [seq, seq] probabilities.
-  return cp_ || causal_attention_is_fused(like.is_cuda(), like.scalar_type(), config_.seq);
+bool LlamaModel::attention_kernel_is_fused(const at::Tensor& like, const Documents& documents) const {
+  // Ring attention and SDPA with a document mask, like the fused kernel, keep no [seq, seq]
+  // probabilities.
+  return cp_ || documents.mask.defined() ||
+         causal_attention_is_fused(like.is_cuda(), like.scalar_type(), config_.seq);
 }
 
 at::Tensor LlamaModel::layer_output(const AttentionOutWeights& w, const at::Tensor& h,
@@ -280,18 +290,22 @@ LlamaModel::AttentionOutWeights LlamaModel::attention_out_weights(const std::vec
   return {list.at(first), list.at(first + 1), list.at(first + 2), list.at(first + 3), list.at(first + 4)};
 }
 
-at::Tensor LlamaModel::decoder_layer(const Layer& layer, const at::Tensor& h) const {
+at::Tensor LlamaModel::decoder_layer(const Layer& layer, const at::Tensor& h,
+                                     const Documents& documents) const {
   if (recompute_ == Recompute::kNone || !at::GradMode::is_enabled())
-    return layer_output(layer.out, h, attention_kernel(attention_inputs(layer.in, h, nullptr)), nullptr);
+    return layer_output(layer.out, h, attention_kernel(attention_inputs(layer.in, h, nullptr), documents),
+                        nullptr);
   // Full, or selective around a kernel that keeps [seq, seq] probabilities: one region, the whole
   // layer, keeping its input (full) or its input and its linear layers' products (selective).
   const bool selective = recompute_ == Recompute::kSelective;
-  if (!selective || !attention_kernel_is_fused(h)) {
+  if (!selective || !attention_kernel_is_fused(h, documents)) {
     std::vector<at::Tensor> weights = layer.in.list();
     for (const at::Tensor& w : layer.out.list()) weights.push_back(w);
-    const Region whole = [this](const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& w,
-                                LinearTape* tape) {
-      const at::Tensor attended = attention_kernel(attention_inputs(attention_in_weights(w), in[0], tape));
+    // The region reruns in backward, after later microbatches' forwards: it keeps its own documents.
+    const Region whole = [this, documents](const std::vector<at::Tensor>& in,
+                                           const std::vector<at::Tensor>& w, LinearTape* tape) {
+      const at::Tensor attended =
+          attention_kernel(attention_inputs(attention_in_weights(w), in[0], tape), documents);
       return std::vector<at::Tensor>{layer_output(attention_out_weights(w, 4), in[0], attended, tape)};
     };
     return run_recomputed(whole, {h}, weights, selective)[0];
@@ -312,7 +326,7 @@ at::Tensor LlamaModel::decoder_layer(const Layer& layer, const at::Tensor& h) co
     return std::vector<at::Tensor>{layer_output(attention_out_weights(w), in[0], in[1], tape)};
   };
   const std::vector<at::Tensor> qkv_and_input = run_recomputed(before, {h}, layer.in.list(), true);
-  const at::Tensor attended = attention_kernel(qkv_and_input);
+  const at::Tensor attended = attention_kernel(qkv_and_input, documents);
   return run_recomputed(after, {qkv_and_input[3], attended}, layer.out.list(), true)[0];
 }
 
@@ -328,9 +342,10 @@ at::Tensor LlamaModel::release_after(size_t index, const at::Tensor& output) con
                               index > 0 ? units_[index - 1] : parallel::ParameterGate::kNoUnit);
 }
 
-at::Tensor LlamaModel::forward(const at::Tensor& input) const {
+at::Tensor LlamaModel::forward(const at::Tensor& input, const at::Tensor& document_ids) const {
   size_t unit = 0;  // index into units_, in forward order
   at::Tensor h = input;
+  const Documents documents = documents_of(document_ids);
   if (part_.embedding) {
     acquire(unit);
     h = release_after(
@@ -338,7 +353,7 @@ at::Tensor LlamaModel::forward(const at::Tensor& input) const {
   }
   for (const Layer& layer : layers_) {
     acquire(unit);
-    h = release_after(unit++, decoder_layer(layer, h));
+    h = release_after(unit++, decoder_layer(layer, h, documents));
   }
   if (!part_.head) return h;
   acquire(unit);

@@ -94,7 +94,11 @@ class LlamaModel {
   // The part's forward: tokens (int64 [batch, seq]) with the embedding, else the previous part's
   // hidden states; returns hidden states for the next part, or with the head this rank's logits over its rows
   // of the padded vocabulary: [batch, seq, padded_vocab / tp].
-  at::Tensor forward(const at::Tensor& input) const;
+  // `document_ids` (document-masked attention): every position's document in the WHOLE sequences,
+  // int64 [batch, seq] (parallel::document_ids), also under context parallelism; each query then
+  // sees only the earlier keys of its own document. RoPE positions stay those of the sequence.
+  // Undefined: causal attention over the whole sequence.
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& document_ids = {}) const;
   // Mean next-token cross-entropy over all positions of the head's logits; targets: int64 [batch, seq].
   at::Tensor loss_of(const at::Tensor& logits, const at::Tensor& targets) const;
   // The hidden-state shape that flows between parts for a microbatch of `batch` sequences:
@@ -120,10 +124,17 @@ class LlamaModel {
     AttentionInWeights in;
     AttentionOutWeights out;
   };
+  // The documents one forward's attention keeps apart, built once for all its layers: `ids` for ring
+  // attention, which cuts each chunk's from them; `mask`, bool [batch, 1, seq, seq] (causal and same
+  // document), without context parallelism. Both undefined: no document mask.
+  struct Documents {
+    at::Tensor ids, mask;
+  };
+  Documents documents_of(const at::Tensor& document_ids) const;
   static AttentionInWeights attention_in_weights(const std::vector<at::Tensor>& list, size_t first = 0);
   static AttentionOutWeights attention_out_weights(const std::vector<at::Tensor>& list, size_t first = 0);
   // One decoder layer, with the recomputation of `recompute_` when gradients are recorded.
-  at::Tensor decoder_layer(const Layer& layer, const at::Tensor& h) const;
+  at::Tensor decoder_layer(const Layer& layer, const at::Tensor& h, const Documents& documents) const;
   // The layer in three pieces: the attention kernel's q, k, v from the layer input (norm, q/k/v,
   // RoPE, kv heads repeated where the kernel needs it); the kernel; the layer's output from its
   // input and the kernel's (o_proj and the residual, norm, SwiGLU MLP and the residual). `tape`:
@@ -131,11 +142,11 @@ class LlamaModel {
   // reads q, k and v (it does where the kernel reruns with them).
   std::vector<at::Tensor> attention_inputs(const AttentionInWeights& w, const at::Tensor& h, LinearTape* tape,
                                            Product qkv = Product::kRereadInBackward) const;
-  at::Tensor attention_kernel(const std::vector<at::Tensor>& qkv) const;
+  at::Tensor attention_kernel(const std::vector<at::Tensor>& qkv, const Documents& documents) const;
   at::Tensor layer_output(const AttentionOutWeights& w, const at::Tensor& h, const at::Tensor& attended,
                           LinearTape* tape) const;
   // Whether the kernel is the fused one, which keeps no [seq, seq] probabilities for backward.
-  bool attention_kernel_is_fused(const at::Tensor& like) const;
+  bool attention_kernel_is_fused(const at::Tensor& like, const Documents& documents) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   // A decoder layer's x W^T (recompute.h's linear_through, handing W's gradient to weight_gradients_,
   // or in FP8 with fp8_).

@@ -181,6 +181,9 @@ expect_error megatron_no_idx "megatron.bin has magic .*; is it an llm.c token sh
 cp "$work/megatron.bin" "$work/corrupt.bin" && { printf 'MMIDIDY\0\0'; head -c 60 /dev/zero; } >"$work/corrupt.idx"
 expect_error megatron_bad_idx "data: $work/corrupt.idx does not start with MMIDIDX; is it a Megatron index \(.idx\)\?" \
   2 train "$work/tiny.yaml" --set data.train="$work/corrupt.bin"
+# Document masks need documents: byte-tokenized llm.c shards record none and have no BOS/EOS to find.
+expect_error document_mask_no_documents "model.document_mask: true but $work/data/train.bin records no document starts and data.tokenizer \(bytes\) has no BOS or EOS to find them by" \
+  2 train "$work/tiny.yaml" --set model.document_mask=true
 head -c 1500 "$work/data/train.bin" >"$work/truncated.bin"
 expect_error truncated "truncated.bin is truncated" 2 train "$work/tiny.yaml" --set data.train=$work/truncated.bin
 printf 'not a shard at all' >"$work/garbage.bin"; head -c 2000 /dev/zero >>"$work/garbage.bin"

@@ -1,18 +1,25 @@
 // Context parallelism at cp = the launched ranks (2 and 4). Ring attention against one rank's
 // causal attention of the whole sequence: each rank's rows of the output and of dQ/dK/dV within
 // 1e-5 in fp32, with the load-balanced chunk layout and the contiguous one, multi-head and
-// grouped-query attention. Then the whole model against one rank (parity_harness.h).
+// grouped-query attention, without documents and with documents packed in the sequences (their
+// starts inside chunks, on chunk edges, or a row of one document). Then the whole model against one
+// rank (parity_harness.h), also with model.document_mask.
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
 
 #include "parallel/context_parallel_attention.h"
+#include "parallel/document_mask.h"
 #include "tests/parity_harness.h"
 
 using atl::runtime::Config;
 using atl::test::expect_parity;
 using atl::test::layout;
 using atl::test::world_size;
+
+// Where the documents of each row start (TokenBatch::document_starts), in sequences of 2*cp chunks.
+// Outside the anonymous namespace: the parameterised test's base names it.
+enum class Documents { kNone, kInsideChunks, kOnChunkEdges, kOneDocument };
 
 namespace {
 
@@ -29,13 +36,59 @@ at::Tensor leaf(const at::Tensor& t) {
   return t.clone().requires_grad_(true);
 }
 
-// The reference, composed from matmul and softmax: causal attention of the whole sequence with
+std::vector<std::vector<int32_t>> document_starts(Documents documents, int32_t chunks, int32_t chunk) {
+  const int32_t seq = chunks * chunk;
+  switch (documents) {
+    case Documents::kInsideChunks:  // a document of one token first in row 1, one that spans chunks
+      return {{3, 2 * chunk + 1, seq - 2}, {1, chunk + 2}};
+    case Documents::kOnChunkEdges: {  // row 0: a document per chunk; row 1: two halves
+      std::vector<int32_t> edges;
+      for (int32_t c = 1; c < chunks; ++c) edges.push_back(c * chunk);
+      return {edges, {seq / 2}};
+    }
+    case Documents::kOneDocument:
+    case Documents::kNone:
+      break;
+  }
+  return {{}, {}};
+}
+
+std::string name_of(Documents documents) {
+  switch (documents) {
+    case Documents::kInsideChunks:
+      return "DocumentsInsideChunks";
+    case Documents::kOnChunkEdges:
+      return "DocumentsOnChunkEdges";
+    case Documents::kOneDocument:
+      return "OneDocument";
+    case Documents::kNone:
+      break;
+  }
+  return "";
+}
+
+// The reference mask, from the starts themselves: [rows, 1, seq, seq], 0 where query i sees key j
+// (j <= i and no document starts in (j, i]), -inf elsewhere.
+at::Tensor dense_mask(const std::vector<std::vector<int32_t>>& starts, int64_t seq) {
+  const auto rows = static_cast<int64_t>(starts.size());
+  at::Tensor mask = at::full({rows, 1, seq, seq}, -std::numeric_limits<float>::infinity());
+  auto seen = mask.accessor<float, 4>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < seq; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        bool same = true;
+        for (const int32_t start : starts[static_cast<size_t>(r)]) same = same && !(start > j && start <= i);
+        if (same) seen[r][0][i][j] = 0.0f;
+      }
+  return mask;
+}
+
+// The reference, composed from matmul and softmax: masked attention of the whole sequence with
 // the kv heads repeated for their query heads.
-at::Tensor dense_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const int64_t groups = q.size(1) / k.size(1), seq = q.size(2);
+at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& mask) {
+  const int64_t groups = q.size(1) / k.size(1);
   const at::Tensor keys = k.repeat_interleave(groups, 1), values = v.repeat_interleave(groups, 1);
-  const at::Tensor mask =
-      at::full({seq, seq}, -std::numeric_limits<float>::infinity(), q.options().requires_grad(false)).triu(1);
   const at::Tensor scores =
       at::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
   return at::matmul(at::softmax(scores + mask, -1), values);
@@ -57,28 +110,31 @@ void expect_close(const at::Tensor& ours, const at::Tensor& dense, const char* w
 
 }  // namespace
 
-// (load-balanced chunks, kv heads of 4 query heads)
-class RingAttentionParity : public testing::TestWithParam<std::tuple<bool, int64_t>> {};
+// (load-balanced chunks, kv heads of 4 query heads, documents)
+class RingAttentionParity : public testing::TestWithParam<std::tuple<bool, int64_t, Documents>> {};
 
 TEST_P(RingAttentionParity, OutputAndGradientsMatchWholeSequence) {
-  const auto [load_balanced, kv_heads] = GetParam();
+  const auto [load_balanced, kv_heads, documents] = GetParam();
   auto cp = atl::test::MpiTestEnv::runtime().world();
   const int size = cp->size(), rank = cp->rank();
-  const int64_t batch = 2, heads = 4, head_dim = 8, seq = 2 * size * 5;
+  const int64_t batch = 2, heads = 4, head_dim = 8, chunk = 5, seq = 2 * size * chunk;
   const at::Tensor q = shared_randn({batch, heads, seq, head_dim}, 1),
                    k = shared_randn({batch, kv_heads, seq, head_dim}, 2),
                    v = shared_randn({batch, kv_heads, seq, head_dim}, 3),
                    up = shared_randn({batch, heads, seq, head_dim}, 4);
+  const auto starts = document_starts(documents, 2 * size, chunk);
 
   at::Tensor dense_q = leaf(q), dense_k = leaf(k), dense_v = leaf(v);
-  const at::Tensor dense_out = dense_causal_attention(dense_q, dense_k, dense_v);
+  const at::Tensor dense_out = dense_attention(dense_q, dense_k, dense_v, dense_mask(starts, seq));
   (dense_out * up).sum().backward();
 
   const auto local = [&](const at::Tensor& full) {
     return take_context_chunks(full, 2, size, rank, load_balanced);
   };
   at::Tensor ring_q = leaf(local(q)), ring_k = leaf(local(k)), ring_v = leaf(local(v));
-  const at::Tensor out = ring_attention(ring_q, ring_k, ring_v, *cp, load_balanced);
+  const at::Tensor ids =
+      documents == Documents::kNone ? at::Tensor() : atl::parallel::document_ids(starts, seq);
+  const at::Tensor out = ring_attention(ring_q, ring_k, ring_v, *cp, load_balanced, ids);
   (out * local(up)).sum().backward();
 
   expect_close(out, local(dense_out), "output");
@@ -88,11 +144,20 @@ TEST_P(RingAttentionParity, OutputAndGradientsMatchWholeSequence) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RingAttentionParity,
-                         testing::Combine(testing::Bool(), testing::Values<int64_t>(4, 2)),
+                         testing::Combine(testing::Bool(), testing::Values<int64_t>(4, 2),
+                                          testing::Values(Documents::kNone, Documents::kInsideChunks,
+                                                          Documents::kOnChunkEdges, Documents::kOneDocument)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "Balanced" : "Contiguous") +
-                                  (std::get<1>(info.param) == 4 ? "Mha" : "Gqa");
+                                  (std::get<1>(info.param) == 4 ? "Mha" : "Gqa") +
+                                  name_of(std::get<2>(info.param));
                          });
+
+TEST(RingAttention, RefusesDocumentIdsOfTheLocalChunks) {
+  auto cp = atl::test::MpiTestEnv::runtime().world();
+  const at::Tensor q = at::zeros({1, 2, 4, 8}), ids = at::zeros({1, 4}, at::TensorOptions().dtype(at::kLong));
+  EXPECT_THROW(ring_attention(q, q, q, *cp, true, ids), std::invalid_argument);
+}
 
 TEST(ContextChunks, LoadBalancedRanksHoldHeadAndTail) {
   EXPECT_EQ(atl::parallel::context_chunks(4, 0, true), (std::array<int64_t, 2>{0, 7}));
@@ -112,6 +177,15 @@ TEST(ContextChunks, LoadBalancedRanksHoldHeadAndTail) {
 TEST(ContextParallelParity, MatchesOneRank) {
   Config config = cp_layout("cp", world_size());
   config.optim.grad_clip = 0.0;  // unclipped, so the gradients compared are the raw average
+  expect_parity(config);
+}
+
+// model.document_mask under cp: documents that start inside chunks and on their edges (seq 32,
+// chunks of 32 / 2cp) keep attention within each document on every rank as on one rank.
+TEST(ContextParallelParity, WithDocumentMaskMatchesOneRank) {
+  Config config = cp_layout("cp-documents", world_size());
+  atl::test::use_packed_documents(config);
+  config.optim.grad_clip = 0.0;
   expect_parity(config);
 }
 

@@ -1,6 +1,7 @@
 // Pipeline parity: GPipe, 1F1B and interleaved 1F1B over all launched ranks (PP = 2 or 4), PP with
-// data parallelism and tied embeddings, uneven stage splits, and TP x PP x DP on 8 ranks, each
-// against one rank for 20 steps: same losses, gradients and parameters (tests/parity_harness.h).
+// data parallelism and tied embeddings, uneven stage splits, document masks through 4 stages, and
+// TP x PP x DP on 8 ranks, each against one rank for 20 steps (10 with documents): same losses,
+// gradients and parameters (tests/parity_harness.h).
 #include "tests/parity_harness.h"
 
 using atl::runtime::Config;
@@ -37,6 +38,18 @@ ATOLL_RUNS_AT(PipelineParity, InterleavedMatchesOneRank, 2, 4);
 TEST(PipelineParity, InterleavedMatchesOneRank) {
   Config config = pipeline("interleaved", atl::runtime::PipelineSchedule::kInterleaved, 2 * world_size());
   config.parallel.virtual_stages = 2;
+  expect_parity(config);
+}
+
+// model.document_mask through 4 stages, two of which load no tokens and read the documents for
+// their layers' attention; with full recomputation each layer reruns in its backward, after later
+// microbatches' forwards, with its own microbatch's documents.
+ATOLL_RUNS_AT(PipelineParity, DocumentMaskReachesEveryStageAndMatchesOneRank, 4);
+TEST(PipelineParity, DocumentMaskReachesEveryStageAndMatchesOneRank) {
+  Config config = pipeline("documents", atl::runtime::PipelineSchedule::kOneFOneB, 4);
+  atl::test::use_packed_documents(config);
+  config.train.recompute = atl::runtime::Recompute::kFull;
+  config.train.steps = 10;
   expect_parity(config);
 }
 

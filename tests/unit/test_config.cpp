@@ -398,7 +398,7 @@ Config unusual_config() {
 run:      { dir: "runs/a b: ~#x 'q' \"d\"", seed: 7, threads: 3, device: cuda, share_gpu: true,
             deterministic: true, mfu_peak_tflops: 989.5 }
 model:    { vocab: 300, dim: 64, layers: 2, heads: 4, kv_heads: 2, ffn: 100, seq: 32, tie_embeddings: true,
-            rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01, init_from: w.safetensors }
+            document_mask: true, rope_theta: 500000, norm_eps: 1.0e-6, init_std: 0.01, init_from: w.safetensors }
 parallel: { islands: 2, pp: 2, dp: 3, tp: 2, cp: 2, zero: 2, microbatches: 4, schedule: interleaved,
             virtual_stages: 2, bucket_mb: 12.5, reduce_dtype: bf16, sequence_parallel: true, stage_layers: [1, 2, 1] }
 train:    { steps: 9, global_batch: 24, log_every: 3, eval_every: 0, eval_sequences: 5, precision: bf16,
