@@ -25,9 +25,10 @@ std::string sdpa_backend_name(at::SDPBackend backend);
 void prefer_sdpa_backend(at::SDPBackend backend, const c10::Device& device);
 
 // The backend SDPA picks for the causal attention of one training microbatch row: q [1, heads, seq,
-// head_dim], k and v [1, kv_heads, ...] (grouped inside SDPA when fewer), needing gradients.
+// head_dim], k and v [1, kv_heads, ...] (grouped inside SDPA when fewer), needing gradients. With
+// `document_mask`, for document_masked_attention's call instead: a boolean mask, kv heads repeated.
 at::SDPBackend sdpa_choice(const c10::Device& device, at::ScalarType dtype, int64_t heads, int64_t kv_heads,
-                           int64_t seq, int64_t head_dim);
+                           int64_t seq, int64_t head_dim, bool document_mask = false);
 
 // The backend kernels.attention puts first; none for auto (LibTorch's own order).
 std::optional<at::SDPBackend> preferred_sdpa_backend(AttentionKernel kernel);

@@ -108,10 +108,12 @@ TEST(SdpaBackend, PreferredKernelGoesFirstTheOthersKeepTheirOrder) {
 }
 
 // The start-up line's question, asked on the CPU: LibTorch's CPU flash kernel takes causal fp32
-// attention with or without grouped kv heads.
+// attention with or without grouped kv heads, and document-masked attention's boolean mask.
 TEST(SdpaBackend, ChoiceNamesTheKernelSdpaRuns) {
   const c10::Device cpu(at::kCPU);
   EXPECT_EQ(atl::runtime::sdpa_choice(cpu, at::kFloat, 4, 4, 64, 16), at::SDPBackend::flash_attention);
+  EXPECT_EQ(atl::runtime::sdpa_choice(cpu, at::kBFloat16, 4, 2, 64, 16, /*document_mask=*/true),
+            at::SDPBackend::flash_attention);
   EXPECT_EQ(atl::runtime::sdpa_backend_name(atl::runtime::sdpa_choice(cpu, at::kFloat, 4, 2, 64, 16)),
             "flash_attention");
   EXPECT_EQ(atl::runtime::sdpa_backend_name(at::SDPBackend::cudnn_attention), "cudnn_attention");
