@@ -21,7 +21,9 @@ bool ring_attention(const Config& c) {
 bool fused_attention(const Config& c) {
   const at::ScalarType dtype =
       runtime::storage_precision(c.train.precision) == runtime::Precision::kBf16 ? at::kBFloat16 : at::kFloat;
-  return ring_attention(c) || runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
+  // Document-masked attention always runs SDPA (runtime/model/attention.h).
+  return ring_attention(c) || c.model.document_mask ||
+         runtime::causal_attention_is_fused(on_gpu(c), dtype, c.model.seq);
 }
 
 // The tokens of `microbatch` sequences one rank holds: its 2 of 2*cp chunks of each.
@@ -45,8 +47,11 @@ struct PerToken {
 PerToken per_token(const Config& c) {
   const double tp = c.parallel.tp, d = c.model.dim, head_dim = d / c.model.heads;
   const bool sp = c.parallel.sequence_parallel && c.parallel.tp > 1;
-  const bool grouped_inside = c.model.kv_heads != c.model.heads &&
-                              (ring_attention(c) || (on_gpu(c) && kernel_on(c.kernels.native_gqa, true)));
+  // Ring attention keeps this rank's K/V in kv heads; document_masked_attention repeats the kv
+  // heads for SDPA, which keeps the repeated ones.
+  const bool grouped_inside =
+      c.model.kv_heads != c.model.heads &&
+      (ring_attention(c) || (on_gpu(c) && kernel_on(c.kernels.native_gqa, true) && !c.model.document_mask));
   PerToken t;
   t.compute = runtime::element_bytes(c.train.precision);
   t.local = sp ? d / tp : d;

@@ -134,6 +134,21 @@ TEST(Plan, OneFOneBKeepsFewerActivationsThanGPipe) {
   EXPECT_THROW(make_plan(llama2_7b(3, 1, 1)), std::invalid_argument);  // 32 layers over 3 stages
 }
 
+// On the CPU in bf16 up to seq 512 causal attention is the hand-written kernel, which keeps its
+// [seq, seq] probabilities; document-masked attention always runs SDPA, which keeps none.
+TEST(Plan, DocumentMaskedAttentionKeepsNoProbabilities) {
+  Config c = llama2_7b(1, 1, 1);
+  c.train.precision = Precision::kBf16;
+  c.model.seq = 256;
+  const double causal = atl::launcher::layer_activations(c, 1).kept;
+  c.model.document_mask = true;
+  const double masked = atl::launcher::layer_activations(c, 1).kept;
+  // Per token, bf16: the hand-written kernel's 5 x dim values and heads x seq probabilities, against
+  // SDPA's q, k, v and output (4 x dim, MHA) and its fp32 log-sum-exp per head.
+  const double per_token = 2.0 * (c.model.dim + c.model.heads * c.model.seq) - 4.0 * c.model.heads;
+  EXPECT_DOUBLE_EQ(causal - masked, per_token * c.model.seq);
+}
+
 TEST(Plan, IslandsSendTheModelOncePerRoundAtTheCodecsWidth) {
   Config c = llama2_7b(1, 8, 1);
   c.parallel.zero = 1;
