@@ -67,7 +67,9 @@ at::Tensor chunk_of(const at::Tensor& local, int64_t index) {
 
 // Adds a block's partial attention (its output and the log-sum-exp of its scores, per query) to
 // the running one: both outputs weighted by their share of the combined softmax denominator. A query
-// that has seen no key yet has a log-sum-exp of -inf, and weights of 0 rather than exp(-inf + inf).
+// that sees no key of a block has a log-sum-exp of -inf there, whose share is exp(-inf) = 0; where
+// neither side has seen a key the shares are 0 rather than exp(-inf + inf) (not reached while each
+// rank's diagonal blocks come first, but the merge does not depend on the order of blocks).
 void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, const at::Tensor& block_lse) {
   const at::Tensor block_out32 = block_out.to(at::kFloat), block_lse32 = block_lse.to(at::kFloat);
   if (!out.defined()) {

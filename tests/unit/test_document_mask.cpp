@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "comm/single_rank_communicator.h"
@@ -111,6 +112,35 @@ TEST_P(DocumentMaskedModel, SecondDocumentPackedEqualsItAlone) {
   // One document per row: the causal attention of the whole sequence.
   EXPECT_LE(max_difference(model.forward(tokens, document_ids({{}}, config.seq)), model.forward(tokens)),
             1e-5);
+}
+
+// The loss and every gradient with the documents of three rows, under each train.recompute mode.
+std::pair<at::Tensor, at::Tensor> masked_loss_and_grads(atl::runtime::Recompute recompute, int kv_heads) {
+  const atl::runtime::ModelConfig config = two_document_model(kv_heads);
+  atl::parallel::FlatParameters params(atl::runtime::LlamaModel::param_infos(config), at::kFloat);
+  atl::runtime::initialize_parameters(config, 7, params);
+  atl::comm::SingleRankCommunicator tp("tp");
+  const atl::runtime::LlamaModel model(config, params, tp, false, {}, nullptr, {}, recompute);
+  at::manual_seed(8);
+  const at::Tensor tokens = at::randint(0, config.vocab, {3, config.seq});
+  const at::Tensor targets = at::randint(0, config.vocab, {3, config.seq});
+  params.zero_grads();
+  const at::Tensor loss =
+      model.loss_of(model.forward(tokens, document_ids({{5, 6, 20}, {}, {12}}, config.seq)), targets);
+  loss.backward();
+  return {loss.detach(), params.grads().clone()};
+}
+
+// A recomputed layer reruns its attention with the documents it ran with: the same loss and
+// gradients as without recomputation, bit for bit.
+TEST_P(DocumentMaskedModel, RecomputationKeepsTheDocuments) {
+  using atl::runtime::Recompute;
+  const auto [loss, grads] = masked_loss_and_grads(Recompute::kNone, GetParam());
+  for (const Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+    const auto [again_loss, again_grads] = masked_loss_and_grads(recompute, GetParam());
+    EXPECT_TRUE(again_loss.equal(loss));
+    EXPECT_TRUE(again_grads.equal(grads));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, DocumentMaskedModel, testing::Values(4, 2),
