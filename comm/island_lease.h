@@ -9,9 +9,10 @@
 // and this job takes the id over with compare-and-set. A holder that ends cleanly releases the id,
 // so its successor does not wait. The lease is about mistakes, not attacks: anyone who can write to
 // the store can move it (arrivals, not leases, are what the job secret authenticates).
+//
+// The holder is a record the rendezvous keeps (RendezvousClient::persist): a restarted
+// `atoll rendezvous --state FILE` still knows who holds each id, and the heartbeat reconnects to it.
 #pragma once
-
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "comm/rendezvous_address.h"
+#include "comm/rendezvous_client.h"
 
 namespace atl::comm {
 
@@ -30,22 +32,24 @@ class IslandLease {
 
   // Claims island `island` for `token` (unique to this job) at the rendezvous at `address`,
   // waiting kSilence when another token holds it. Throws std::invalid_argument when a live job
-  // holds it, or the rendezvous cannot be reached within `timeout`.
+  // holds it, or the rendezvous cannot be reached within `timeout`. A lost rendezvous is waited
+  // for up to `reconnect` (RendezvousClient).
   IslandLease(const RendezvousAddress& address, int island, std::string token,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, std::chrono::milliseconds reconnect);
   // Stops the heartbeat and releases the id.
   ~IslandLease();
   IslandLease(const IslandLease&) = delete;
   IslandLease& operator=(const IslandLease&) = delete;
 
  private:
+  // Whether this job holds the id now, after claiming it when it was free or `holder` stood still.
+  bool claim();
   // Whether the heartbeat of `holder` moved within kSilence.
   bool alive(const std::string& holder);
   std::string beat_key(const std::string& holder) const;
   void beat_until_stopped();
 
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::string where_;
+  RendezvousClient client_;
   int island_;
   std::string token_;
   std::string holder_key_;

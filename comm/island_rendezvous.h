@@ -15,10 +15,13 @@
 // a secret too; each arrival carries a proof (the tag of nonce, round, island and token), and islands
 // count only arrivals whose proof holds -- so an arrival written by anyone without the secret is
 // never a member. The store itself is not encrypted: the secret never travels, only tags do.
+//
+// A restartable rendezvous (issue 63): the records islands act on -- a round's members and outcome,
+// the newest round that counted, the admission record -- are kept (RendezvousClient::persist)
+// before any island acts on them, and every step below is met again from its start when the
+// connection drops (RendezvousClient::run), so islands carry on across a restart of
+// `atoll rendezvous --state FILE` on the same port.
 #pragma once
-
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -30,35 +33,14 @@
 #include "comm/gloo_communicator.h"
 #include "comm/message_authenticator.h"
 #include "comm/rendezvous_address.h"
+#include "comm/rendezvous_client.h"
+#include "comm/rendezvous_server.h"
 
 namespace atl::comm {
-
-// The meeting point, served while the object lives (a TCPStore server on every interface).
-class RendezvousServer {
- public:
-  // Port 0 picks a free port (port() tells which). With `authenticator`, islands must prove its
-  // secret to be admitted.
-  explicit RendezvousServer(uint16_t port,
-                            std::shared_ptr<const MessageAuthenticator> authenticator = nullptr);
-  uint16_t port() const { return store_->getPort(); }
-
- private:
-  c10::intrusive_ptr<c10d::TCPStore> store_;
-};
 
 // A token unique to this process (host name, process id, time): how an island job identifies its
 // arrivals (IslandRendezvousOptions::token). At most 100 characters.
 std::string process_token();
-
-// "outer.rendezvous HOST:PORT", for messages.
-std::string rendezvous_name(const RendezvousAddress& address);
-// A client of the meeting point. Throws std::invalid_argument naming it and the fix when it cannot
-// be reached within `timeout`.
-c10::intrusive_ptr<c10d::Store> connect_rendezvous(const RendezvousAddress& address,
-                                                   std::chrono::milliseconds timeout);
-// A store value from text and back (the store holds bytes).
-std::vector<uint8_t> store_bytes(const std::string& text);
-std::string store_text(const std::vector<uint8_t>& bytes);
 
 struct RoundMembership {
   int64_t round = 0;
@@ -78,6 +60,8 @@ struct IslandRendezvousOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(10)};
   // Longest anything waits: for the minimum to arrive, for a peer in the round's groups.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // How long a lost rendezvous is waited for (a restart) before this island fails.
+  std::chrono::milliseconds reconnect{std::chrono::seconds(60)};
   GlooGroupOptions gloo;  // the address this island's groups bind to
   // Who arrives as this island: every rank of one island job passes the same token (its rank 0's),
   // and a restarted island a new one, so a member list from its earlier run is not its own. Empty:
@@ -111,6 +95,8 @@ class IslandRendezvous {
   RoundMembership join(int64_t round, int attempt = 0);
   // The Gloo group of the round's members at island-local position `position` (every rank of a
   // member island builds its own). Blocks until every member's rank at that position has joined.
+  // Throws GroupFailure when the rendezvous was lost meanwhile (and is back): the round's group
+  // addresses went with it, so the islands meet the round again as the next attempt.
   std::unique_ptr<GlooCommunicator> group(const RoundMembership& membership, int position,
                                           const std::string& name);
 
@@ -138,7 +124,13 @@ class IslandRendezvous {
   std::string session(const RoundMembership& membership, int position) const;
 
  private:
-  void admit(const std::string& where);
+  void admit();
+  RoundMembership join_once(int64_t round, int attempt);
+  bool settle_once(const RoundMembership& membership, int position, int positions, bool succeeded);
+  // The group `build()` makes; when that fails because the rendezvous was lost, GroupFailure once
+  // it is back (see group()).
+  template <typename Build>
+  auto build_group(Build&& build) -> decltype(build());
   // Refuses this island when its shared settings differ from those of the first island to arrive at
   // round key `key` (recorded there by it).
   void compare_settings(const std::string& key);
@@ -146,9 +138,8 @@ class IslandRendezvous {
   std::string proof(const std::string& round) const;
 
   IslandRendezvousOptions options_;
-  std::string where_;  // "outer.rendezvous HOST:PORT", for messages
+  RendezvousClient client_;
   std::string nonce_;  // the admission record's nonce ("" without a secret)
-  c10::intrusive_ptr<c10d::Store> store_;
 };
 
 }  // namespace atl::comm

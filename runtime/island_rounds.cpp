@@ -53,6 +53,7 @@ comm::IslandRendezvousOptions rendezvous_options(const Config& config, const com
   options.max_islands = config.parallel.islands;
   options.min_islands = config.outer.min_islands > 0 ? config.outer.min_islands : config.parallel.islands;
   options.timeout = milliseconds(config.outer.timeout_s);
+  options.reconnect = milliseconds(config.outer.reconnect_s);
   // A fixed membership waits for every island; a quorum waits grace_s for more than its minimum.
   options.grace = config.islands_are_elastic() ? milliseconds(config.outer.grace_s) : options.timeout;
   options.gloo.address = comm::local_address_towards(address.host);

@@ -228,7 +228,8 @@ std::unique_ptr<comm::IslandLease> hold_island_id(const Config& config, const co
     try {
       lease = std::make_unique<comm::IslandLease>(
           comm::parse_rendezvous(config.outer.rendezvous), config.outer.island, comm::process_token(),
-          std::chrono::milliseconds(static_cast<int64_t>(config.outer.timeout_s * 1000)));
+          std::chrono::milliseconds(static_cast<int64_t>(config.outer.timeout_s * 1000)),
+          std::chrono::milliseconds(static_cast<int64_t>(config.outer.reconnect_s * 1000)));
     } catch (const std::invalid_argument& e) {
       refusal = e.what();
     }

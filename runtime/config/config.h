@@ -286,6 +286,7 @@ struct OuterConfig : optim::outer::OuterOptions {
   static constexpr const char* kNoRendezvous = "none";
   int island = -1;  // not given
   double timeout_s = 60.0;
+  double reconnect_s = 120.0;  // how long a lost rendezvous is waited for (a restart)
   std::string secret_file = kNoSecret;
   int min_islands = 0;
   double grace_s = 10.0;

@@ -50,6 +50,10 @@ std::vector<Field> outer_fields() {
             at_least(-1)),
       outer("timeout_s", &OuterConfig::timeout_s,
             "With a rendezvous: seconds the islands wait for each other.", above(0)),
+      outer("reconnect_s", &OuterConfig::reconnect_s,
+            "With a rendezvous: seconds an island waits for a lost rendezvous to come back "
+            "(restarted with its --state file) before it fails.",
+            above(0)),
       outer("secret_file", &OuterConfig::secret_file,
             "With a rendezvous: the job's secret (>= 16 bytes, mode 600); required off loopback."),
       outer("min_islands", &OuterConfig::min_islands,
@@ -193,10 +197,14 @@ namespace atl::runtime {
 using namespace config_detail;
 
 std::string island_shared_settings(const Config& config) {
-  static const std::set<std::string> own = {
-      "outer.rendezvous",          "outer.island",  "outer.secret_file",
-      "outer.timeout_s",           "outer.grace_s", "outer.simulated_bandwidth_mbps",
-      "outer.simulated_latency_ms"};
+  static const std::set<std::string> own = {"outer.rendezvous",
+                                            "outer.island",
+                                            "outer.secret_file",
+                                            "outer.timeout_s",
+                                            "outer.grace_s",
+                                            "outer.reconnect_s",
+                                            "outer.simulated_bandwidth_mbps",
+                                            "outer.simulated_latency_ms"};
   static const std::set<std::string> shared = {"parallel.islands", "run.seed", "train.steps",
                                                "train.global_batch"};
   std::string text;

@@ -353,6 +353,10 @@ expect_cli_error outer_topk_range 2 "config: outer.topk = 300 must be in \[0, 25
   plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco --set outer.topk=300
 expect_cli_error rendezvous_bad_port 2 "--port 70000 is not a port number \(0-65535\); usage: atoll rendezvous" \
   rendezvous --port 70000
+# A damaged --state file: refused, never taken for a new run (and left as it was).
+printf 'atoll rendezvous state 1\n6c61746573745f726f756e64 35\nend 1 0000000000000000\n' >"$work/rendezvous.state"
+expect_cli_error rendezvous_state_damaged 2 "atoll rendezvous --state $work/rendezvous.state: fails its checksum \(0000000000000000, the content gives [0-9a-f]{16}\); restore the file from a copy, or start a new run with a new --state file" \
+  rendezvous --port 0 --state "$work/rendezvous.state"
 expect_cli_error unknown_command 2 "unknown command 'frobnicate'; run .atoll --help. for the list" frobnicate
 
 # No bad input above changed a byte of the committed checkpoints, and each still verifies.

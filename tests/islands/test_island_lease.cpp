@@ -1,6 +1,8 @@
 // One job per island id: while a job holds its island's lease at the rendezvous (its heartbeat
 // moving), a second claim for that id is refused with one line; a clean holder releases the id at
-// once; a holder that stopped beating (killed) is taken over once its heartbeat stood still.
+// once; a holder that stopped beating (killed) is taken over once its heartbeat stood still; a held
+// island stays held across a restart of the rendezvous (its state file, the holder's heartbeat
+// reconnecting).
 #include "comm/island_lease.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "comm/island_rendezvous.h"
+#include "tests/temp_dir_test.h"
 
 namespace atl::comm {
 namespace {
@@ -24,7 +27,8 @@ class IslandLeaseTest : public ::testing::Test {
  protected:
   RendezvousAddress address() const { return {"127.0.0.1", server_.port()}; }
   std::unique_ptr<IslandLease> claim(int island, const std::string& token) {
-    return std::make_unique<IslandLease>(address(), island, token, std::chrono::seconds(10));
+    return std::make_unique<IslandLease>(address(), island, token, std::chrono::seconds(10),
+                                         std::chrono::seconds(10));
   }
 
   RendezvousServer server_{0};
@@ -59,7 +63,8 @@ TEST_F(IslandLeaseTest, AJobThatEndedReleasedItsIslandAtOnce) {
 
 TEST_F(IslandLeaseTest, AHolderWhoseHeartbeatStoodStillIsTakenOver) {
   // A killed job: its token holds the id, and its heartbeat never moves again.
-  auto store = connect_rendezvous(address(), std::chrono::seconds(10));
+  RendezvousClient client(address(), std::chrono::seconds(10), std::chrono::seconds(10));
+  c10d::Store* store = &client.store();
   const std::string dead = "job-killed";
   store->set("island/3/holder", std::vector<uint8_t>(dead.begin(), dead.end()));
   store->add("island/3/beat/" + dead, 7);
@@ -70,6 +75,25 @@ TEST_F(IslandLeaseTest, AHolderWhoseHeartbeatStoodStillIsTakenOver) {
   EXPECT_EQ(std::string(holder.begin(), holder.end()), "job-restarted");
   // And the successor now holds it against a third job.
   EXPECT_THROW(claim(3, "job-third"), std::invalid_argument);
+}
+
+class RestartedLease : public test::TempDirTest {};
+
+TEST_F(RestartedLease, AHeldIslandStaysHeldAcrossARestartOfTheRendezvous) {
+  auto server = std::make_unique<RendezvousServer>(0, nullptr, path("state"));
+  const RendezvousAddress address{"127.0.0.1", server->port()};
+  const IslandLease held(address, 2, "job-a", std::chrono::seconds(10), std::chrono::seconds(20));
+  server = nullptr;
+  server = std::make_unique<RendezvousServer>(address.port, nullptr, path("state"));
+  // The holder was kept, and job-a's heartbeat reconnected and moves again: job-b is refused.
+  try {
+    IslandLease(address, 2, "job-b", std::chrono::seconds(10), std::chrono::seconds(20));
+    FAIL() << "job-b took island 2 from job-a across the restart";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("refused island 2: another running job holds island 2"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

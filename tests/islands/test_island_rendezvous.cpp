@@ -2,16 +2,23 @@
 // a late island sits a round out and is in the next; an island killed mid-round (SIGKILL) fails its
 // round's group, and the survivors meet again and finish the round among themselves. Members are
 // this binary started again (member_processes.h); each writes what it saw to its file.
+// A restartable rendezvous (issue 63): its state file round-trips and refuses damage; islands
+// (threads here, each with connections of its own) carry on across the server stopped and started
+// again on the same port with the same state file -- between rounds and inside one -- and find the
+// rounds, members and outcomes they acted on still there; an island whose rendezvous does not come
+// back fails with one line naming it and how long it waited.
 #include "comm/island_rendezvous.h"
 
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
+#include <barrier>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -188,6 +195,194 @@ TEST_F(IslandRounds, TheAtollRendezvousCommandServesTheIslandsUntilSigterm) {
   kill(server, SIGTERM);
   EXPECT_EQ(test::wait_all({server}, std::chrono::seconds(10))[0], 0);
   EXPECT_EQ(test::last_line(test::read_file(path("rendezvous.out"))), "atoll rendezvous: stopped by SIGTERM");
+}
+
+// RendezvousState ------------------------------------------------------------------------------
+
+class RendezvousStateTest : public test::TempDirTest {};
+
+TEST_F(RendezvousStateTest, RecordsRoundTripAndOldRoundsAreDropped) {
+  RendezvousState state = RendezvousState::load(path("state"));
+  const std::string binary("a\0b\nc d\xff", 8);
+  state.record({{"round/0/0/members", "0:x:,1:y:,"}, {"key with spaces\n", binary}});
+  state.record({{durable::kLatestRound, "3"}});
+  RendezvousState again = RendezvousState::load(path("state"));
+  EXPECT_EQ(again.records(), state.records());
+  EXPECT_EQ(again.records().at("key with spaces\n"), binary);
+  EXPECT_EQ(again.latest_round(), 3);
+  // A removal is written too.
+  again.record({{"key with spaces\n", std::nullopt}});
+  EXPECT_EQ(RendezvousState::load(path("state")).records().count("key with spaces\n"), 0u);
+  // Rounds more than kKeptRounds behind the newest that counted are dropped; newer ones kept.
+  again.record({{durable::kLatestRound, std::to_string(RendezvousState::kKeptRounds + 1)}});
+  EXPECT_EQ(RendezvousState::load(path("state")).records().count("round/0/0/members"), 0u);
+  again.record({{"round/1/0/members", "0:x:,"}});
+  EXPECT_EQ(RendezvousState::load(path("state")).records().count("round/1/0/members"), 1u);
+}
+
+TEST_F(RendezvousStateTest, ADamagedFileIsOneLineNamingItNeverANewRun) {
+  RendezvousState state = RendezvousState::load(path("state"));
+  state.record({{durable::kLatestRound, "7"}, {"round/7/0/members", "0:x:,"}});
+  const std::string whole = test::read_file(path("state"));
+  const auto refusal = [&](const std::string& text) {
+    write_file("state", text);
+    try {
+      RendezvousState::load(path("state"));
+      return std::string("loaded");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+  };
+  const std::string prefix = "atoll rendezvous --state " + path("state") + ": ";
+  const std::string fix =
+      "; restore the file from a copy, or start a new run with a new --state file (the islands then resume "
+      "from "
+      "their checkpoints)";
+  std::string flipped = whole;
+  flipped[30] = flipped[30] == '0' ? '1' : '0';
+  EXPECT_EQ(refusal(flipped).rfind(prefix + "fails its checksum (", 0), 0u) << refusal(flipped);
+  EXPECT_EQ(
+      refusal(whole.substr(0, whole.size() / 2)),
+      prefix +
+          "is not a whole rendezvous state file (no 'atoll rendezvous state 1' header or no closing line)" +
+          fix);
+  EXPECT_EQ(refusal(""),
+            prefix +
+                "is not a whole rendezvous state file (no 'atoll rendezvous state 1' header or no "
+                "closing line)" +
+                fix);
+  write_file("state", whole);
+  EXPECT_EQ(RendezvousState::load(path("state")).latest_round(), 7);
+}
+
+// A restarted rendezvous -------------------------------------------------------------------------
+
+class RestartedRendezvous : public test::TempDirTest {
+ protected:
+  std::shared_ptr<const MessageAuthenticator> secret_ =
+      std::make_shared<MessageAuthenticator>(std::string(32, 's'), "test secret");
+
+  void start(uint16_t port) { server_ = std::make_unique<RendezvousServer>(port, secret_, path("state")); }
+  IslandRendezvous island(int id, uint16_t port) const {
+    IslandRendezvousOptions options;
+    options.island = id;
+    options.min_islands = 1;
+    options.max_islands = 2;
+    options.grace = std::chrono::seconds(30);  // rounds close when both are there
+    options.timeout = std::chrono::seconds(20);
+    options.reconnect = std::chrono::seconds(20);
+    options.authenticator = secret_;
+    options.shared_settings = "model.dim: 32\n";
+    return IslandRendezvous({"127.0.0.1", port}, options);
+  }
+
+  std::unique_ptr<RendezvousServer> server_;
+};
+
+TEST_F(RestartedRendezvous, IslandsCarryOnAcrossRestartsBetweenAndInsideRounds) {
+  start(0);
+  const uint16_t port = server_->port();
+  // Main thread and two islands meet at each phase; an island that fails drops out of the barrier.
+  std::barrier phase(3);
+  std::mutex mutex;
+  std::vector<std::string> seen(2), failures;
+  const auto island_thread = [&](int id) {
+    try {
+      IslandRendezvous rendezvous = island(id, port);
+      const auto round = [&](int64_t r) {
+        const RoundMembership m = rendezvous.join(r);
+        const bool counted = rendezvous.settle(m, 0, 1, true);
+        if (counted) rendezvous.record_round(r);
+        seen[id] += describe(m) + (counted ? " counted" : " failed") + "\n";
+        return m;
+      };
+      const std::string nonce = rendezvous.session(round(0), 0).substr(0, 32);
+      phase.arrive_and_wait();  // 1: the server stops and starts again, between rounds
+      phase.arrive_and_wait();  // 2
+      round(1);
+      // Round 2: the members are kept, then the server stops and starts again before the outcome.
+      const RoundMembership m = rendezvous.join(2);
+      phase.arrive_and_wait();  // 3
+      phase.arrive_and_wait();  // 4
+      const bool counted = rendezvous.settle(m, 0, 1, true);
+      if (counted) rendezvous.record_round(2);
+      seen[id] += describe(m) + (counted ? " counted" : " failed") + "\n";
+      // The admission nonce (in every exchange's tags) is the run's, not a new one.
+      seen[id] += rendezvous.session(m, 0).substr(0, 32) == nonce ? "same nonce\n" : "new nonce\n";
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failures.push_back("island " + std::to_string(id) + ": " + e.what());
+      phase.arrive_and_drop();
+    }
+  };
+  std::thread first(island_thread, 0), second(island_thread, 1);
+  phase.arrive_and_wait();  // 1
+  server_.reset();
+  start(port);
+  EXPECT_EQ(server_->resumed_round(), 0);
+  phase.arrive_and_wait();  // 2
+  phase.arrive_and_wait();  // 3: both hold round 2's members
+  server_.reset();
+  start(port);
+  phase.arrive_and_wait();  // 4
+  first.join();
+  second.join();
+  ASSERT_TRUE(failures.empty()) << failures.front();
+  for (int id = 0; id < 2; ++id) {
+    std::string expected;
+    for (int r = 0; r < 3; ++r)
+      expected +=
+          "round " + std::to_string(r) + " attempt 0 members 0,1, index " + std::to_string(id) + " counted\n";
+    EXPECT_EQ(seen[id], expected + "same nonce\n");
+  }
+  // Island 1 again as a new job (a new token) arriving at round 2 after it closed sits it out: the
+  // members survived the restart.
+  IslandRendezvous late = island(1, port);
+  EXPECT_FALSE(late.join(2).member());
+  EXPECT_EQ(late.latest_round(), 2);
+}
+
+TEST_F(RestartedRendezvous, AnIslandWhoseRendezvousDoesNotComeBackFailsWithOneLine) {
+  start(0);
+  const uint16_t port = server_->port();
+  IslandRendezvousOptions options;
+  options.authenticator = secret_;
+  options.reconnect = std::chrono::seconds(1);
+  IslandRendezvous rendezvous({"127.0.0.1", port}, options);
+  server_.reset();
+  const auto start_time = std::chrono::steady_clock::now();
+  try {
+    rendezvous.latest_round();
+    FAIL() << "the lost rendezvous went unnoticed";
+  } catch (const std::runtime_error& e) {
+    const std::string expected = "outer.rendezvous 127.0.0.1:" + std::to_string(port) +
+                                 " was lost and did not come back within 1 s (outer.reconnect_s; last: ";
+    EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("); restart it on port " + std::to_string(port) +
+                                         " with its --state file, then resume the island jobs from their "
+                                         "checkpoints"),
+              std::string::npos)
+        << e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 10.0);
+}
+
+TEST_F(RestartedRendezvous, AnotherSecretThanTheKeptRunsIsRefused) {
+  start(0);
+  const uint16_t port = server_->port();
+  server_.reset();
+  const auto other = std::make_shared<MessageAuthenticator>(std::string(32, 'o'), "--secret-file other");
+  try {
+    RendezvousServer server(port, other, path("state"));
+    FAIL() << "a rendezvous with another secret resumed the run";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "atoll rendezvous: --secret-file other is not the secret of the run kept in --state " +
+                  path("state") +
+                  "; pass that run's secret file, or start a new run with a new --state file");
+  }
 }
 
 TEST(RendezvousAddress, ParsesHostAndPortAndNamesTheFix) {
