@@ -413,7 +413,7 @@ checkpoint: { dir: ckpts, every: 5, keep: 2, keep_every: 10, mode: async_lazy, r
 outer:    { algorithm: noloco, inner_steps: 12, lr: 0.5, momentum: 0.8, nesterov: false, fragments: 3, delay: 2,
             mix: 0.25, group_size: 3, gamma: 0.4, delayed: true, compression: int4, topk: 8, max_pseudo_grad_norm: 12.5,
             simulated_bandwidth_mbps: 100, simulated_latency_ms: 20, rendezvous: "head:29400", island: 1,
-            timeout_s: 5, secret_file: "/etc/atoll/job secret", min_islands: 1, grace_s: 2.5,
+            timeout_s: 5, reconnect_s: 30, secret_file: "/etc/atoll/job secret", min_islands: 1, grace_s: 2.5,
             through_leader: true }
 comm:     { timeout_s: 2.5, flight_records: 9 }
 )");
