@@ -85,8 +85,13 @@ void IslandLease::beat_until_stopped() {
       if (stopping_.wait_for(lock, kBeat, [this] { return stop_; })) return;
     }
     try {
-      // A restarted rendezvous is waited for (up to its reconnect time) and beaten at again.
-      client_.run([&] { client_.store().add(beat_key(token_), 1); });
+      // A restarted rendezvous is waited for (up to its reconnect time, or until the job ends) and
+      // beaten at again.
+      client_.run([&] { client_.store().add(beat_key(token_), 1); },
+                  [this] {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    return stop_;
+                  });
     } catch (const std::exception&) {
       return;  // the rendezvous is gone for good; the rounds will say so
     }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ class RendezvousClient {
   RendezvousClient(const RendezvousAddress& address, std::chrono::milliseconds timeout,
                    std::chrono::milliseconds reconnect);
 
+  // Whether to stop waiting for a lost rendezvous (asked between tries, at least every 2 s): its
+  // caller is shutting down. Null: never.
+  using Cancelled = std::function<bool()>;
+
   c10d::Store& store() { return *store_; }
   const c10::intrusive_ptr<c10d::Store>& store_pointer() const { return store_; }
 
@@ -41,13 +46,13 @@ class RendezvousClient {
   // reconnecting after each loss; rethrows anything else. Throws std::runtime_error naming the
   // address and how long it waited when the rendezvous did not come back within `reconnect`.
   template <typename Step>
-  auto run(Step&& step) -> decltype(step()) {
+  auto run(Step&& step, const Cancelled& cancelled = nullptr) -> decltype(step()) {
     for (;;) {
       try {
         return step();
       } catch (const std::exception& e) {
         if (!connection_lost(e)) throw;
-        reconnect(e);
+        reconnect(e, cancelled);
       }
     }
   }
@@ -57,8 +62,9 @@ class RendezvousClient {
   void persist(const std::vector<std::string>& keys);
 
   // Waits for the rendezvous to come back after `lost` and connects again. Throws
-  // std::runtime_error naming the address and how long it waited when it does not within `reconnect`.
-  void reconnect(const std::exception& lost);
+  // std::runtime_error naming the address and how long it waited when it does not within
+  // `reconnect`, or once `cancelled()`.
+  void reconnect(const std::exception& lost, const Cancelled& cancelled = nullptr);
 
   const std::string& where() const { return where_; }
 

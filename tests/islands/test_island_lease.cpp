@@ -2,14 +2,16 @@
 // moving), a second claim for that id is refused with one line; a clean holder releases the id at
 // once; a holder that stopped beating (killed) is taken over once its heartbeat stood still; a held
 // island stays held across a restart of the rendezvous (its state file, the holder's heartbeat
-// reconnecting).
+// reconnecting), and a job ending while its rendezvous is gone does not wait for it.
 #include "comm/island_lease.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "comm/island_rendezvous.h"
 #include "tests/temp_dir_test.h"
@@ -94,6 +96,23 @@ TEST_F(RestartedLease, AHeldIslandStaysHeldAcrossARestartOfTheRendezvous) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST_F(RestartedLease, AJobEndingWhileItsRendezvousIsGoneDoesNotWaitForIt) {
+  auto server = std::make_unique<RendezvousServer>(0, nullptr, path("state"));
+  auto held = std::make_unique<IslandLease>(RendezvousAddress{"127.0.0.1", server->port()}, 2, "job-a",
+                                            std::chrono::seconds(10), std::chrono::seconds(60));
+  server = nullptr;
+  // Two heartbeat periods: the heartbeat has found the rendezvous gone and waits for it (the lease
+  // shows no event to poll for).
+  std::this_thread::sleep_for(2 * IslandLease::kBeat);
+  const auto start = Clock::now();
+  held = nullptr;
+  // Not the 60 s of reconnecting: the heartbeat stops waiting once its try (0.5 s, as c10d counts)
+  // or pause (1 s at most) ends.
+  const double waited = seconds_since(start);
+  EXPECT_LT(waited, 10.0);
+  std::cout << "the lease's end waited " << waited << " s for its heartbeat\n";
 }
 
 }  // namespace
