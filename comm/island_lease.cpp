@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "comm/island_rendezvous.h"
+#include "comm/rendezvous_state.h"
 
 namespace atl::comm {
 namespace {

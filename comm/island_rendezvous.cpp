@@ -1,5 +1,8 @@
 #include "comm/island_rendezvous.h"
 
+#include "comm/rendezvous_server.h"
+#include "comm/rendezvous_state.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>

@@ -34,7 +34,6 @@
 #include "comm/message_authenticator.h"
 #include "comm/rendezvous_address.h"
 #include "comm/rendezvous_client.h"
-#include "comm/rendezvous_server.h"
 
 namespace atl::comm {
 

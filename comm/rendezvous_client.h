@@ -1,8 +1,8 @@
 // An island's connection to `atoll rendezvous` that outlives the rendezvous' restarts (issue 63).
 //
 // A store call that finds the connection lost (the rendezvous died: killed, its machine rebooted)
-// waits for the rendezvous to come back on the same address -- connecting again with the bounded
-// backoff of c10d's connect, for at most `reconnect` -- and then runs the island's step again from
+// waits for the rendezvous to come back on the same address -- tries of 0.5 s, pauses growing from
+// 0.1 s to 1 s, for at most `reconnect` -- and then runs the island's step again from
 // its start: whatever the step wrote that was not kept (persist) went with the old rendezvous, and
 // whatever was kept is back. An island acts on a record only once it is kept, so a step met again
 // after a restart comes to the same records, or to new ones no island acted on.

@@ -14,7 +14,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "comm/island_rendezvous.h"
+#include "comm/message_authenticator.h"
+#include "comm/rendezvous_server.h"
 #include "launcher/commands.h"
 
 namespace atl::launcher {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "comm/gloo_communicator.h"
-#include "comm/island_rendezvous.h"
+#include "comm/rendezvous_server.h"
 #include "optim/outer/island_exchange.h"
 #include "tests/islands/member_processes.h"
 #include "tests/temp_dir_test.h"

@@ -13,7 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "comm/island_rendezvous.h"
+#include "comm/rendezvous_client.h"
+#include "comm/rendezvous_server.h"
 #include "tests/temp_dir_test.h"
 
 namespace atl::comm {

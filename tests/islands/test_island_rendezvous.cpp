@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include "comm/rendezvous_server.h"
+#include "comm/rendezvous_state.h"
 #include "tests/islands/member_processes.h"
 #include "tests/temp_dir_test.h"
 
