@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "runtime/data/document_source.h"
+#include "runtime/data/encoding_pipeline.h"
 #include "runtime/data/html_text.h"
 #include "runtime/data/prepare_outputs.h"
 #include "runtime/data/side_encoder.h"
@@ -493,7 +494,11 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
   const auto output = [&](const std::string& name) { return outputs.add(name); };
   SplitShards train_shards(output, "train", options.shard_tokens, wide);
   SplitShards val_shards(output, "val", options.shard_tokens, wide);
-  SideEncoder train_encoder(*tokenizer, threads, train_shards), val_encoder(*tokenizer, threads, val_shards);
+  // Both sides share the workers; a few pieces per worker keep each busy while the text in memory
+  // stays at a few MB a thread.
+  EncodingPipeline pipeline(*tokenizer, threads, 4 * threads * kPieceBytes);
+  SideEncoder train_encoder(*tokenizer, pipeline, train_shards),
+      val_encoder(*tokenizer, pipeline, val_shards);
   sides[0].encoder = &train_encoder;
   sides[1].encoder = &val_encoder;
   for (Side& side : sides) side.bos = options.documents && document_bos(*tokenizer) >= 0;
@@ -501,6 +506,7 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
   check_sides(result.documents);
   train_encoder.finish();
   val_encoder.finish();
+  pipeline.finish();
   for (int side = 0; side < 2 && !trains && texts[side]; ++side) {
     texts[side]->close();
     if (!*texts[side])

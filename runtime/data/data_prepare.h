@@ -29,7 +29,7 @@ struct PrepareOptions {
   std::string out_dir;
   double val_fraction = 0.05;
   std::string tokenizer = "bytes";  // or a SentencePiece .model file
-  int threads = 0;                  // encoding (and converting) threads; 0: usable_cpus()
+  int threads = 0;                  // encoding threads, beside the reading one; 0: usable_cpus()
   // A file listing more inputs, one path a line (blank lines ignored; relative paths are relative to
   // the current directory), read after `inputs`; empty: none.
   std::string files_from;
@@ -90,8 +90,9 @@ struct PrepareResult {
 // Concatenates the inputs (text files only) in order ("\n" between files) and splits the text: the
 // last val_fraction of its bytes go to out_dir/val.bin, the rest to out_dir/train.bin (out_dir is
 // created if missing), each encoded with the tokenizer -- a subword model in pieces of about 1 MB cut
-// after a newline, on `threads` threads (the model adds no leading space, so the cuts change
-// nothing). The same text lands in val.bin whatever the tokenizer, so bits per byte compare.
+// after a newline, on `threads` threads while the calling thread reads on (the model adds no
+// leading space, so the cuts change nothing). The same text lands in val.bin whatever the tokenizer, so bits
+// per byte compare.
 //
 // With `documents`, each text file and each JSONL or Parquet record is a document instead, and one
 // goes to val when the 64-bit FNV-1a hash of its final text (converted, normalized, deduplicated),

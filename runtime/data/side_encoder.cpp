@@ -1,9 +1,7 @@
 #include "runtime/data/side_encoder.h"
 
-#include <atomic>
-#include <exception>
+#include <algorithm>
 #include <string_view>
-#include <thread>
 
 namespace atl::runtime {
 
@@ -14,11 +12,8 @@ int document_bos(const Tokenizer& tokenizer) {
   return bpe ? tokenizer.bos_id() : -1;
 }
 
-SideEncoder::SideEncoder(const Tokenizer& tokenizer, unsigned threads, SplitShards& shards)
-    : tokenizer_(tokenizer),
-      threads_(std::max(1u, threads)),
-      shards_(shards),
-      bos_(document_bos(tokenizer)) {}
+SideEncoder::SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards)
+    : pipeline_(pipeline), shards_(shards), bos_(document_bos(tokenizer)) {}
 
 void SideEncoder::add_text(std::string_view text, int source, int64_t documents) {
   if (pending_sources_.empty() || pending_sources_.back().second != source)
@@ -30,7 +25,7 @@ void SideEncoder::add_text(std::string_view text, int source, int64_t documents)
 }
 
 void SideEncoder::add_document(std::string text, int source) {
-  queue({std::move(text), {source}, 1, true});
+  queue({std::move(text), {source}, 1, bos_});
 }
 
 // Cuts pieces off pending_ as the whole text would be cut: after the first newline at or past
@@ -66,36 +61,15 @@ void SideEncoder::cut_pieces() {
 }
 
 void SideEncoder::queue(Piece piece) {
-  batch_bytes_ += piece.text.size();
-  batch_.push_back(std::move(piece));
-  // A few pieces per thread, so that the threads stay busy while memory stays at a few MB each.
-  if (batch_bytes_ >= 4 * threads_ * kPieceBytes) encode_batch();
+  group_bytes_ += piece.text.size();
+  group_.push_back(std::move(piece));
+  if (group_bytes_ >= kPieceBytes) submit_group();
 }
 
-void SideEncoder::encode_batch() {
-  std::vector<std::vector<uint32_t>> tokens(batch_.size());
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> failures(batch_.size());
-  const auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < batch_.size();) {
-      try {
-        if (batch_[i].bos) tokens[i].push_back(static_cast<uint32_t>(bos_));
-        const std::vector<uint32_t> ids = tokenizer_.encode(batch_[i].text);
-        tokens[i].insert(tokens[i].end(), ids.begin(), ids.end());
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<size_t>(threads_, batch_.size()); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
-  for (size_t i = 0; i < batch_.size(); ++i) shards_.add(tokens[i], batch_[i].sources, batch_[i].documents);
-  batch_.clear();
-  batch_bytes_ = 0;
+void SideEncoder::submit_group() {
+  pipeline_.submit(std::move(group_), shards_);
+  group_.clear();
+  group_bytes_ = 0;
 }
 
 void SideEncoder::finish() {
@@ -109,7 +83,7 @@ void SideEncoder::finish() {
     pending_document_starts_.clear();
     queue(std::move(piece));
   }
-  if (!batch_.empty()) encode_batch();
+  if (!group_.empty()) submit_group();
 }
 
 }  // namespace atl::runtime

@@ -1,5 +1,6 @@
-// Encodes one side of `atoll data prepare` (train or val) as its text arrives, a batch of pieces at a
-// time on `threads` threads, into SplitShards -- never the whole side in memory.
+// Frames one side of `atoll data prepare` (train or val) into pieces as its text arrives and hands
+// them, about kPieceBytes at a time, to the EncodingPipeline that encodes them into the side's
+// SplitShards -- never the whole side in memory.
 //
 // Two ways to frame documents, as the tokenizer's family expects:
 //   joined  (bytes, SentencePiece): the side is one text -- documents with a blank line between
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/data/encoding_pipeline.h"
 #include "runtime/data/split_shards.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -26,27 +28,20 @@ int document_bos(const Tokenizer& tokenizer);
 
 class SideEncoder {
  public:
-  SideEncoder(const Tokenizer& tokenizer, unsigned threads, SplitShards& shards);
+  SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards);
   // Joined framing: more of the side's text, from input `source`; `documents` start in it.
   void add_text(std::string_view text, int source, int64_t documents);
   // BOS framing: one whole document from input `source`.
   void add_document(std::string text, int source);
-  // Encodes what is left (the text after the last cut).
+  // Hands what is left (the text after the last cut) to the pipeline.
   void finish();
 
  private:
-  struct Piece {
-    std::string text;
-    std::vector<int> sources;
-    int64_t documents = 0;
-    bool bos = false;
-  };
   void cut_pieces();
   void queue(Piece piece);
-  void encode_batch();
+  void submit_group();
 
-  const Tokenizer& tokenizer_;
-  unsigned threads_;
+  EncodingPipeline& pipeline_;
   SplitShards& shards_;
   int bos_;
   // Joined framing: text not yet cut into a piece, with where each source's bytes and each document
@@ -55,8 +50,9 @@ class SideEncoder {
   std::vector<std::pair<size_t, int>> pending_sources_;
   std::vector<size_t> pending_document_starts_;  // offsets in pending_
   size_t scanned_ = 0;  // bytes of pending_ past kPieceBytes known to hold no newline
-  std::vector<Piece> batch_;
-  size_t batch_bytes_ = 0;
+  // Pieces not handed over yet: small documents go together, so one hand-over is about kPieceBytes.
+  std::vector<Piece> group_;
+  size_t group_bytes_ = 0;
 };
 
 }  // namespace atl::runtime

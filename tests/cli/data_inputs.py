@@ -1,7 +1,8 @@
 """Writes the inputs of tests/cli/data_inputs.sh and checks what `atoll data prepare` made of them.
 
   data_inputs.py write DIR          the same documents as text files (DIR/docs/), JSONL (.jsonl,
-                                    .jsonl.gz, .jsonl.zst) and Parquet (several row groups)
+                                    .jsonl.gz, .jsonl.zst) and Parquet (several row groups); and
+                                    DIR/large.jsonl.zst, 14 MB of documents of 64 bytes to 2.4 MB
   data_inputs.py llama3 OUT         OUT's train shards are Llama 3's tokenizer (Meta's, from
                                     llama-models) on each train document of OUT/train.txt, after
                                     <|begin_of_text|>
@@ -37,6 +38,14 @@ def write(out):
     (out / "c.jsonl.zst").write_bytes(frames)
     table = pyarrow.table({"id": list(range(len(DOCUMENTS))), "content": DOCUMENTS})
     pyarrow.parquet.write_table(table, out / "c.parquet", row_group_size=8)
+    # Encoding units of about 1 MB and three of 2.4 MB, which the units after them overtake on 2
+    # threads; more text than 2 threads hold in flight (8 MB).
+    large = []
+    for i in range(1500):
+        lines = 60000 if i % 500 == 7 else 2 + i * 37 % 180
+        large.append("".join(f"line {j} of document {i}: value {j * i % 997} \u00e9\n" for j in range(lines)))
+    records = "".join(json.dumps({"text": t}) + "\n" for t in large).encode()
+    (out / "large.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(records))
 
 
 def llama3(out):

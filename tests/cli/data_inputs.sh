@@ -3,7 +3,8 @@
 # glob), JSONL, .jsonl.gz, .jsonl.zst (two frames) and Parquet (row groups of 8) give byte-identical
 # shards and text, with bytes and with Llama 3's tokenizer (whose ids are Meta's tokenizer's, a BOS
 # before each document); a small --shard-tokens gives numbered shards holding the same tokens, listed
-# in MANIFEST.txt, and a re-run into the same directory replaces them. Bad input: bad_input.sh.
+# in MANIFEST.txt, and a re-run into the same directory replaces them; 14 MB of documents give the
+# same shards at 1 and 2 encoding threads. Bad input: bad_input.sh.
 # Usage: data_inputs.sh ATOLL_BIN PYTHON (PYTHON with pyarrow, zstandard and llama-models: .venv's)
 set -uo pipefail
 atoll=$1
@@ -13,11 +14,11 @@ here=$(dirname "$0")
 llama3=$("$python" -c 'import llama_models.llama3, pathlib; print(pathlib.Path(llama_models.llama3.__file__).parent / "tokenizer.model")')
 
 "$python" "$here/data_inputs.py" write "$work/in" || check fail "writing the inputs with json, gzip, zstandard and pyarrow"
-# prepare NAME INPUT... [-- FLAGS...]: atoll data prepare --documents into $work/NAME.
+# prepare NAME INPUT... [-- FLAGS...]: atoll data prepare --documents into $work/NAME ($threads threads, 2 unless set).
 prepare() {
   local name=$1
   shift
-  "$atoll" data prepare --documents --val-fraction 0.2 --threads 2 --out "$work/$name" "$@" >"$work/$name.log" 2>&1
+  "$atoll" data prepare --documents --val-fraction 0.2 --threads "${threads:-2}" --out "$work/$name" "$@" >"$work/$name.log" 2>&1
 }
 # same A B: the shards and text of $work/A and $work/B are byte for byte the same.
 same() {
@@ -80,6 +81,19 @@ prepare sharded "$work/in/c.jsonl.zst" --tokenizer "$llama3" &&
   same sharded text-llama3 &&
   check ok "a re-run into the same directory replaces the numbered shards with train.bin, drops a stale partial one" ||
   check fail "a re-run into the same directory replaces the numbered shards" "$work/sharded.log"
+
+# 14 MB of JSONL, documents of 64 bytes to 2.4 MB (~1 MB encoding units and longer ones, which later
+# units overtake; more than 2 threads hold in flight), at 1 and 2 threads: the tokens come in the
+# order the text was read.
+for t in 1 2; do
+  { threads=$t prepare "large-$t" "$work/in/large.jsonl.zst" --tokenizer "$llama3"; echo $? >"$work/large-$t.status"; } &
+done
+wait
+[[ $(cat "$work/large-1.status") == 0 && $(cat "$work/large-2.status") == 0 ]] && same large-1 large-2 &&
+  cmp -s "$work/large-1/MANIFEST.txt" "$work/large-2/MANIFEST.txt" &&
+  grep -q "^documents kept: 1500 " "$work/large-2/MANIFEST.txt" &&
+  check ok "14 MB of documents, Llama 3's tokenizer: the same shards, text and manifest at --threads 1 and 2" ||
+  check fail "the same shards at --threads 1 and 2" "$work/large-2.log"
 
 # --skip-bad-records: the good records of a file with bad ones, and their count.
 { head -n 10 "$work/in/c.jsonl"; echo '{"text": 3}'; echo 'not json'; echo '{"id": 1}'; tail -n +11 "$work/in/c.jsonl"; } >"$work/in/bad.jsonl"

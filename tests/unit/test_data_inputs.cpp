@@ -1,7 +1,8 @@
 // The input readers of `atoll data prepare` (runtime/data/document_source.h): UTF-8 checks, format
 // sniffing, JSONL lines and their errors, gzip members and zstd frames (whole, truncated), Parquet
-// row groups (a null value named by row and row group), and SplitShards' shards, byte for byte what
-// write_token_shard writes. End to end (the same shards from every format): tests/cli/data_inputs.sh.
+// row groups (a null value named by row and row group), SplitShards' shards, byte for byte what
+// write_token_shard writes, and the EncodingPipeline's order. End to end (the same shards from every format):
+// tests/cli/data_inputs.sh.
 #include <arrow/api.h>
 #include <arrow/io/file.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,9 +18,11 @@
 #include <vector>
 
 #include "runtime/data/document_source.h"
+#include "runtime/data/encoding_pipeline.h"
 #include "runtime/data/split_shards.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/data/utf8.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
@@ -235,6 +239,63 @@ TEST_F(DataInputs, SplitShardsWritesWhatWriteTokenShardWritesAndNumbersThemWhenF
   EXPECT_EQ(atl::runtime::TokenShard(shards[1].path).token(0), 4u);
   for (const auto& entry : fs::directory_iterator(dir_))
     EXPECT_EQ(entry.path().filename().string().find(".partial."), std::string::npos) << entry.path();
+}
+
+// Pieces of 1 byte and of 1 MB, two sides interleaved, a bound that holds a 1 MB piece and a few
+// small ones (each later small piece is encoded before the large one ahead of it is, on 3 workers):
+// each side's shard is its pieces in submission order, whatever the number of workers; a pipeline
+// dropped with work queued (a failed run) stops without writing it.
+TEST_F(DataInputs, EncodingPipelineWritesEachSidesPiecesInSubmissionOrderWhateverTheThreads) {
+  const auto tokenizer = atl::runtime::load_tokenizer("bytes");
+  std::vector<std::string> shard_bytes;
+  for (const unsigned threads : {1u, 3u}) {
+    const std::string dir = path("threads-" + std::to_string(threads));
+    fs::create_directories(dir);
+    const auto output = [&](const std::string& name) { return dir + "/" + name; };
+    atl::runtime::SplitShards train(output, "train", 1 << 30, false), val(output, "val", 1 << 30, false);
+    std::vector<uint32_t> expected[2];
+    int64_t documents[2] = {0, 0};
+    {
+      atl::runtime::EncodingPipeline pipeline(*tokenizer, threads, (1 << 20) + 1000);
+      for (int i = 0; i < 160; ++i) {
+        const size_t size = i % 20 == 4 ? 1 << 20 : 1 + static_cast<size_t>(i * 131 % 500);
+        const int side = i % 3 == 0;
+        std::vector<atl::runtime::Piece> pieces;
+        for (int p = 0; p < 1 + i % 2; ++p) {
+          atl::runtime::Piece piece;
+          piece.text = std::string(size, static_cast<char>('a' + (i + p) % 26));
+          piece.sources = {i % 5};
+          piece.documents = 1;
+          piece.bos = p == 0 ? 256 : -1;
+          if (piece.bos >= 0) expected[side].push_back(256);
+          expected[side].insert(expected[side].end(), size, static_cast<uint32_t>('a' + (i + p) % 26));
+          ++documents[side];
+          pieces.push_back(std::move(piece));
+        }
+        pipeline.submit(std::move(pieces), side ? val : train);
+      }
+      pipeline.finish();
+    }
+    for (const auto& [side, shards] : {std::pair{0, train.finish()}, std::pair{1, val.finish()}}) {
+      ASSERT_EQ(shards.size(), 1u);
+      EXPECT_EQ(shards[0].documents, documents[side]);
+      const atl::runtime::TokenShard shard(shards[0].path);
+      std::vector<int64_t> tokens(static_cast<size_t>(shard.size()));
+      shard.read(0, shard.size(), tokens.data());
+      EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), expected[side].begin(), expected[side].end()))
+          << "threads " << threads << ", side " << side;
+      shard_bytes.push_back(read_bytes(shards[0].path));
+    }
+  }
+  EXPECT_TRUE(shard_bytes[0] == shard_bytes[2] && shard_bytes[1] == shard_bytes[3]);
+
+  atl::runtime::SplitShards dropped([&](const std::string& name) { return path(name); }, "dropped", 100,
+                                    false);
+  {
+    atl::runtime::EncodingPipeline pipeline(*tokenizer, 2, 64 << 20);  // room for all: none written by submit
+    for (int i = 0; i < 8; ++i) pipeline.submit({{std::string(200000, 'x'), {0}, 1, -1}}, dropped);
+  }
+  EXPECT_EQ(dropped.tokens(), 0);
 }
 
 }  // namespace
