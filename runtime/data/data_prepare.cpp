@@ -384,6 +384,10 @@ void check_options(const PrepareOptions& options, size_t inputs) {
     throw std::invalid_argument("data prepare: --shard-tokens " + std::to_string(options.shard_tokens) +
                                 " is outside [1, " + std::to_string(kMaxShardTokens) +
                                 "] (llm.c shards count tokens in an int32); pick e.g. 1000000000");
+  if (options.threads < 0 || options.threads > kMaxPrepareThreads)
+    throw std::invalid_argument("data prepare: --threads " + std::to_string(options.threads) +
+                                " is outside [0, " + std::to_string(kMaxPrepareThreads) +
+                                "]; pass 0 (the CPUs this process may use) or a number of encoding threads");
   if (options.tokenizer_vocab != 0 &&
       (options.tokenizer_vocab < kMinTrainedVocab || options.tokenizer_vocab > kMaxTrainedVocab))
     throw std::invalid_argument("data prepare: --tokenizer-vocab " + std::to_string(options.tokenizer_vocab) +

@@ -22,6 +22,8 @@ namespace atl::runtime {
 
 constexpr int64_t kDefaultShardTokens = 1'000'000'000;
 constexpr int64_t kMaxShardTokens = 2'147'483'647;  // llm.c's header counts tokens in an int32
+// Encoding threads: each holds up to ~4 MB of text in flight, so 256 hold about 1 GB.
+constexpr int kMaxPrepareThreads = 256;
 
 struct PrepareOptions {
   // Files, directories (every file under them, in name order, hidden ones left out) or globs.
@@ -29,7 +31,7 @@ struct PrepareOptions {
   std::string out_dir;
   double val_fraction = 0.05;
   std::string tokenizer = "bytes";  // or a SentencePiece .model file
-  int threads = 0;                  // encoding threads, beside the reading one; 0: usable_cpus()
+  int threads = 0;  // encoding threads, beside the reading one, at most kMaxPrepareThreads; 0: usable_cpus()
   // A file listing more inputs, one path a line (blank lines ignored; relative paths are relative to
   // the current directory), read after `inputs`; empty: none.
   std::string files_from;
@@ -110,7 +112,8 @@ struct PrepareResult {
 // (documents mode skips it instead), a file that is not UTF-8 text nor a format read here, a bad
 // record (malformed JSON, no string text_field; skipped and counted with skip_bad_records), a
 // Parquet file without that column, a corrupt compressed file, JSONL or Parquet without documents,
-// no inputs, no out_dir, a fraction outside (0, 1), shard_tokens outside [1, kMaxShardTokens], a
+// no inputs, no out_dir, a fraction outside (0, 1), shard_tokens outside [1, kMaxShardTokens],
+// threads outside [0, kMaxPrepareThreads], a
 // tokenizer that does not load, tokenizer and tokenizer_vocab together, dedupe without documents,
 // tokenizer_vocab outside [kMinTrainedVocab, kMaxTrainedVocab], or too little text for two tokens
 // on each side. A tokenizer that fails to train (SentencePiece's message, std::runtime_error) leaves

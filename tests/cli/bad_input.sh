@@ -328,6 +328,8 @@ expect_cli_error prepare_glob_none 2 "data prepare: $work/none-\*.jsonl matches 
   data prepare --documents --out "$work/data3" "$work/none-*.jsonl"
 expect_cli_error prepare_shard_tokens 2 "data prepare: --shard-tokens 0 is outside \[1, 2147483647\]" \
   data prepare --shard-tokens 0 --out "$work/data3" "$work/text.txt"
+expect_cli_error prepare_threads 2 "data prepare: --threads -1 is outside \[0, 256\]; pass 0 \(the CPUs this process may use\)" \
+  data prepare --threads -1 --out "$work/data3" "$work/text.txt"
 expect_cli_error outer_rendezvous 2 "config: outer.rendezvous = 'nohost' is not HOST:PORT; give outer.rendezvous as HOST:PORT" \
   plan "$work/tiny.yaml" --set outer.rendezvous=nohost --set outer.island=0
 expect_cli_error outer_island 2 "config: outer.island = -1 must name this job's island, 0 to 0 \(parallel.islands is the number of islands\); pass --set outer.island=I" \
