@@ -4,7 +4,7 @@
 # shards and text, with bytes and with Llama 3's tokenizer (whose ids are Meta's tokenizer's, a BOS
 # before each document); a small --shard-tokens gives numbered shards holding the same tokens, listed
 # in MANIFEST.txt, and a re-run into the same directory replaces them; 14 MB of documents give the
-# same shards at 1 and 2 encoding threads. Bad input: bad_input.sh.
+# same shards at 1 and 2 encoding threads, and cut short stop with exit 2. Bad input: bad_input.sh.
 # Usage: data_inputs.sh ATOLL_BIN PYTHON (PYTHON with pyarrow, zstandard and llama-models: .venv's)
 set -uo pipefail
 atoll=$1
@@ -94,6 +94,14 @@ wait
   grep -q "^documents kept: 1500 " "$work/large-2/MANIFEST.txt" &&
   check ok "14 MB of documents, Llama 3's tokenizer: the same shards, text and manifest at --threads 1 and 2" ||
   check fail "the same shards at --threads 1 and 2" "$work/large-2.log"
+
+# The same input cut short, found after megabytes have gone to the encoders: exit 2, nothing left.
+head -c $(($(stat -c %s "$work/in/large.jsonl.zst") * 3 / 4)) "$work/in/large.jsonl.zst" >"$work/in/cut.jsonl.zst"
+prepare cut "$work/in/cut.jsonl.zst" --tokenizer "$llama3"
+status=$?
+[[ $status == 2 && ! -e $work/cut ]] && grep -q "ends in the middle of a zstd frame (truncated)" "$work/cut.log" &&
+  check ok "a .jsonl.zst cut short while the encoders are busy: one line, exit 2, no output directory left" ||
+  check fail "a .jsonl.zst cut short while the encoders are busy (exit $status)" "$work/cut.log"
 
 # --skip-bad-records: the good records of a file with bad ones, and their count.
 { head -n 10 "$work/in/c.jsonl"; echo '{"text": 3}'; echo 'not json'; echo '{"id": 1}'; tail -n +11 "$work/in/c.jsonl"; } >"$work/in/bad.jsonl"
