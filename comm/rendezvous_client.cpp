@@ -10,6 +10,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/message_authenticator.h"
 #include "comm/rendezvous_state.h"
+#include "comm/tcp_probe.h"
 
 namespace atl::comm {
 namespace {
@@ -37,12 +38,18 @@ RendezvousClient::RendezvousClient(const RendezvousAddress& address, std::chrono
       timeout_(timeout),
       reconnect_(reconnect),
       name_(random_hex(8)) {
+  const auto unreachable = [&](const std::string& reason) {
+    return std::invalid_argument(where_ + " could not be reached within " + seconds_text(timeout_) + " (" +
+                                 reason + "); start it with `atoll rendezvous --port " +
+                                 std::to_string(address_.port) + "` or fix the address");
+  };
+  if (const std::string reason = wait_for_listener(address_.host, address_.port, Clock::now() + timeout_);
+      !reason.empty())
+    throw unreachable(reason);
   try {
     store_ = connect(timeout_);
   } catch (const c10::Error& e) {
-    throw std::invalid_argument(where_ + " could not be reached within " + seconds_text(timeout_) + " (" +
-                                one_line_reason(e) + "); start it with `atoll rendezvous --port " +
-                                std::to_string(address_.port) + "` or fix the address");
+    throw unreachable(one_line_reason(e));
   }
 }
 
@@ -76,6 +83,13 @@ void RendezvousClient::reconnect(const std::exception& lost, const Cancelled& ca
   while (Clock::now() < deadline) {
     give_up_if_cancelled();
     try {
+      // Nothing listening yet: the next try (c10d's own connect would log a stack trace for it).
+      if (const std::string reason =
+              wait_for_listener(address_.host, address_.port, std::min(deadline, Clock::now() + kTry));
+          !reason.empty()) {
+        last = reason;
+        continue;
+      }
       store_ = connect(
           std::min(kTry, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())));
       std::cerr << "atoll: " << where_ << " is back after "
