@@ -22,7 +22,7 @@ struct RankExit {
   bool signaled = false;
   int code = 0;         // the exit code, or the signal number when signaled
   double time_s = 0.0;  // wall-clock seconds since the epoch, on the rank's host
-  std::string attempt;  // the attempt it belongs to (supervise --attempt; empty: none was named)
+  std::string attempt;  // the attempt it belongs to (atoll-supervise --attempt; empty: none)
   bool failed() const { return signaled || code != 0; }
   // The shell convention, as `atoll-supervise` exits: 128 + signal for a killed rank.
   int status() const { return signaled ? 128 + code : code; }

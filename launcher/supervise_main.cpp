@@ -7,8 +7,8 @@
 // carry the attempt `atoll launch` names on this command line.
 //
 // A program of its own, linking neither LibTorch nor MPI: a rank's supervisor only waits on its
-// child, and as a part of `atoll` it cost every rank LibTorch's start-up (about half a second of CPU)
-// and ~190 MB of memory.
+// child, and linked into `atoll` it would cost every rank LibTorch's start-up (about half a second
+// of CPU) and ~190 MB of memory.
 #include <unistd.h>
 
 #include <cstdlib>
