@@ -33,8 +33,10 @@ commands:
                                                     Hugging Face directory on a token shard
   sample MODEL --prompt TEXT [--temperature T ...]  generate text from a checkpoint or HF directory
   report RUN_DIR [--out FILE.svg]                   a run's summary and its loss curve as an SVG
-  rendezvous [--port P]                             serve the meeting point of islands run as separate
-                                                    jobs (outer.rendezvous: HOST:P), until SIGINT/SIGTERM
+  rendezvous [--port P] [--secret-file F] [--state FILE]
+                                                    serve the meeting point of islands run as separate
+                                                    jobs (outer.rendezvous: HOST:P), until SIGINT/SIGTERM;
+                                                    --state keeps its rounds across a restart
 
 options:
   -h, --help      show this help (or `atoll COMMAND --help`)
