@@ -46,9 +46,7 @@ Configs are YAML (see examples/ and `atoll config reference`); --set overrides a
 --set optim.lr=1e-3.
 )";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_command(int argc, char** argv) {
   const atl::launcher::Args args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << kUsage;
@@ -85,4 +83,10 @@ int main(int argc, char** argv) {
   }
   std::cerr << "atoll: unknown command '" << command << "'; run `atoll --help` for the list\n";
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  atl::runtime::end_process(run_command(argc, argv));
 }

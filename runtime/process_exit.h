@@ -3,7 +3,10 @@
 // crash or hang may not), and the names of the signals that end or preempt a rank.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 
 namespace atl::runtime {
@@ -26,6 +29,24 @@ inline bool restart_may_help(bool signaled, int code) {
 inline std::string signal_name(int signal) {
   const char* name = sigabbrev_np(signal);
   return name ? "SIG" + std::string(name) : "signal " + std::to_string(signal);
+}
+
+// Ends the process with `code` once main's work is done (every thread joined, MPI finalized, files
+// closed), flushing the standard streams but skipping the static destructors: LibTorch's and the
+// CUDA libraries' teardown takes 0.3-0.7 s of CPU in every process (measured on a 2-core VM), which
+// every rank of every job pays at its end. Sanitizer builds exit normally, for their leak check.
+[[noreturn]] inline void end_process(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  std::exit(code);
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  std::exit(code);
+#endif
+#endif
+  std::_Exit(code);
 }
 
 }  // namespace atl::runtime

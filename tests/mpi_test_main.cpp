@@ -18,6 +18,7 @@
 #include "checkpoint/remove_tree.h"
 #include "comm/mpi_runtime.h"
 #include "comm/nccl_host_identity.h"
+#include "runtime/process_exit.h"
 #include "tests/mpi_test_env.h"
 #include "tests/training_fixture.h"
 #include "tests/world_sizes.h"
@@ -63,9 +64,8 @@ bool select_cases_for_world_size(int rank, int world_size) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole run, MPI's lifetime with it; main ends the process when it returns.
+int run_tests(int argc, char** argv) {
   atl::comm::MpiRuntime runtime(&argc, &argv);
   atl::test::MpiTestEnv::set_runtime(&runtime);
   testing::InitGoogleTest(&argc, argv);
@@ -104,4 +104,10 @@ int main(int argc, char** argv) {
     std::cerr << "scratch directory not removed: " << e.what() << "\n";
   }
   return any_failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  atl::runtime::end_process(run_tests(argc, argv));
 }

@@ -20,11 +20,18 @@ EXIT_NONFINITE=3
 EXIT_HANG=4
 EXIT_SIGKILL=137  # a job whose rank was killed with SIGKILL (128 + 9), as mpirun reports it
 
-check() {  # check ok|fail DESCRIPTION [LOG]: counts the case; on failure shows the end of LOG
+# check ok|fail DESCRIPTION [LOG]: counts the case; on failure shows the end of LOG. Each line ends
+# with the seconds since the previous one (since the start for the first), so that a slow script's
+# log says which of its cases the time went to.
+last_check=$EPOCHREALTIME
+check() {
+  local took
+  took=$(awk -v now="$EPOCHREALTIME" -v then="$last_check" 'BEGIN { printf "%.1f", now - then }')
+  last_check=$EPOCHREALTIME
   if [[ $1 == ok ]]; then
-    passed=$((passed + 1)); echo "PASS $2"
+    passed=$((passed + 1)); echo "PASS $2 [${took} s]"
   else
-    failed=$((failed + 1)); echo "FAIL $2"; [[ -n ${3:-} && -f ${3:-} ]] && grep -v '^[|+]' "$3" | tail -15 | sed 's/^/    /'
+    failed=$((failed + 1)); echo "FAIL $2 [${took} s]"; [[ -n ${3:-} && -f ${3:-} ]] && grep -v '^[|+]' "$3" | tail -15 | sed 's/^/    /'
   fi
   return 0
 }
