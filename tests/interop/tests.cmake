@@ -7,16 +7,18 @@ add_test(NAME interop_tensorboard
 set_tests_properties(interop_tensorboard PROPERTIES TIMEOUT 300 PROCESSORS 2
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1")
 
-# transformers both ways: exports of TP x PP, tied and GQA models load in LlamaForCausalLM with the
-# same logits; save_pretrained directories (sharded, bf16 and fp32) start an Atoll run with the same
-# first loss; greedy sampling equals generate(); a subword tokenizer exported with the model loads
-# in AutoTokenizer and encodes to the same ids.
+# transformers both ways. models: exports of TP x PP, tied and GQA models load in LlamaForCausalLM
+# with the same logits; save_pretrained directories (sharded, bf16 and fp32) start an Atoll run with
+# the same first loss; greedy sampling equals generate(). tokenizers: a subword tokenizer and Llama 3's,
+# exported with the model, load in AutoTokenizer and encode to the same ids.
 atoll_add_executable(atoll_logits SOURCES interop/atoll_logits.cpp DEPS atoll_inference)
-add_test(NAME interop_transformers
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interop/transformers.sh $<TARGET_FILE:atoll>
-                 $<TARGET_FILE:atoll_logits> ${ATOLL_TORCH_PYTHON})
-set_tests_properties(interop_transformers PROPERTIES TIMEOUT 900 PROCESSORS 2
-  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1;TRANSFORMERS_VERBOSITY=warning")
+foreach(part models tokenizers)
+  add_test(NAME interop_transformers_${part}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interop/transformers.sh ${part} $<TARGET_FILE:atoll>
+                   $<TARGET_FILE:atoll_logits> ${ATOLL_TORCH_PYTHON})
+  set_tests_properties(interop_transformers_${part} PROPERTIES TIMEOUT 900 PROCESSORS 2
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1;TRANSFORMERS_VERBOSITY=warning")
+endforeach()
 
 # Llama 3's tokenizer (runtime/tokenizer/tiktoken_bpe.h) id for id against tiktoken with Meta's own
 # tokenizer.model, split pattern and special tokens (the llama-models package), on hard cases, every
