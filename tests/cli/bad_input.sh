@@ -3,11 +3,14 @@
 # launcher arguments) stops every rank with its one-line message and exit code 2 (no hang, no
 # repeated message), and no bad input changes a byte of a committed checkpoint. Every case is
 # catalogued in docs/errors.md. The good runs are tests/cli/runs.sh.
-# Usage: bad_input.sh ATOLL_BIN
+# The cases are dealt round-robin into PARTS parts (CTest entries of their own, each under a minute);
+# PART runs its share, every part its own committed checkpoint and the catalogue check of all names.
+# Usage: bad_input.sh ATOLL_BIN [PART PARTS]   (PART from 1; default: 1 1, every case)
 set -uo pipefail
-atoll=$1
+atoll=$1 part=${2:-1} parts=${3:-1}
 source "$(dirname "$0")/lib.sh"
-cases=()  # the NAME of every expect_error / expect_cli_error case, checked against docs/errors.md
+cases=()      # the NAME of every expect_error / expect_cli_error case, checked against docs/errors.md
+run_cases=()  # the names of this part's share of them
 errors_doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/errors.md
 
 # expect_exit NAME CODE REGEX COMMAND...: COMMAND exits with CODE and prints REGEX exactly once (its
@@ -21,6 +24,8 @@ case_jobs=3
 expect_exit() {
   local name=$1
   cases+=("$name")
+  in_this_part "${#cases[@]}" || return 0
+  run_cases+=("$name")
   while (($(jobs -rp | wc -l) >= case_jobs)); do wait -n; done
   run_case "$@" &
 }
@@ -37,10 +42,11 @@ run_case() {
     echo "exit $status, expected $code; message seen $count times" >"$work/$name.verdict"
   fi
 }
-report_cases() {  # waits for the cases still running; one PASS or FAIL line per case, in order
+in_this_part() { (($1 % parts == part % parts)); }  # in_this_part N: whether the Nth case is this part's
+report_cases() {  # waits for this part's cases still running; one PASS or FAIL line per case, in order
   wait
   local name verdict
-  for name in "${cases[@]}"; do
+  for name in "${run_cases[@]}"; do
     verdict=$(cat "$work/$name.verdict" 2>/dev/null || echo "no verdict written")
     if [[ $verdict == ok ]]; then
       check ok "$name"
@@ -118,6 +124,7 @@ expect_cli_error eval_corrupt 2 "shard $work/header_dtype/rank-00000.safetensors
 cp -r "$committed/checkpoints" "$work/fallback"
 cp "$work/header_dtype/rank-00000.safetensors" "$work/fallback/step-9/rank-00000.safetensors"
 for command in sample eval; do
+  in_this_part 1 || break  # two runs: the first part's
   if [[ $command == sample ]]; then extra=(--prompt "a" --max-tokens 2); else extra=(--data "$work/data/val.bin" --max-sequences 2); fi
   env -u SLURM_JOB_ID "$atoll" "$command" "$work/fallback" "${extra[@]}" >"$work/fallback-$command.log" 2>&1
   status=$?
