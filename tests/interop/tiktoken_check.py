@@ -15,7 +15,7 @@ import llama_models.llama3
 import tiktoken
 from llama_models.llama3.tokenizer import Tokenizer
 
-from tokenizer_corpus import check
+from tokenizer_corpus import check, documents, every_code_point_probes
 
 MODEL = Path(llama_models.llama3.__file__).parent / "tokenizer.model"
 
@@ -24,7 +24,8 @@ def main():
     meta = Tokenizer(MODEL)
     check(sys.argv[1], MODEL, lambda text: meta.model.encode(text, allowed_special=set(), disallowed_special=()),
           f"bos {meta.bos_id}, eos {meta.eos_id}, vocab {meta.n_words}",
-          f"tiktoken {tiktoken.__version__} on {MODEL.parent.name}/{MODEL.name}")
+          f"tiktoken {tiktoken.__version__} on {MODEL.parent.name}/{MODEL.name}",
+          documents(list(every_code_point_probes())))
 
 
 if __name__ == "__main__":

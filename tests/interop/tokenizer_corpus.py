@@ -87,15 +87,16 @@ def english_text():
     return "\n\n".join(part for part in parts if part)
 
 
-def documents():
-    return HARD_CASES + list(every_code_point_probes()) + [english_text()]
+def documents(probes):
+    """The hard cases, `probes` (a list of documents that exercise one part of the tokenizer
+    exhaustively) and the English text."""
+    return HARD_CASES + probes + [english_text()]
 
 
-def check(tool, model, reference, summary, reference_name):
-    """Runs `tool` on `model` over documents() and INVALID_UTF8; exits unless its ids equal
-    reference(document) for each document, it refuses each non-UTF-8 one and its summary line holds
-    `summary` (bos, eos, vocab)."""
-    texts = documents()
+def check(tool, model, reference, summary, reference_name, texts):
+    """Runs `tool` on `model` over `texts` (documents(...)) and INVALID_UTF8; exits unless its ids
+    equal reference(document) for each document, it refuses each non-UTF-8 one and its summary line
+    holds `summary` (bos, eos, vocab)."""
     encoded = [d.encode("utf-8") for d in texts] + INVALID_UTF8
     for bad in INVALID_UTF8:
         try:
