@@ -49,7 +49,7 @@ int sample_command(const Args& args) {
                                 "; shorten it");
   if (encoded.empty()) throw std::invalid_argument("--prompt is empty; pass some text");
   options.stop_token = tokenizer.eos_id();
-  runtime::CachedDecoder decoder(trained);
+  runtime::CachedDecoder decoder(trained, {tokenizer.bos_id(), tokenizer.eos_id()});
   std::vector<uint32_t> generated;
   std::string printed;  // decoded so far: pieces decode in context, so print what the whole adds
   // Prints what the decoding of every generated token adds. A subword decoding that ends in U+FFFD

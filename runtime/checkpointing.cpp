@@ -179,7 +179,7 @@ int64_t TrainerCheckpoints::resume_this_job(const std::function<void(const std::
     at::Tensor in_flight;
     try {
       manifest = checkpoint::read_manifest(dir);
-      other_model = manifest.model_config() != model_description();
+      other_model = !same_architecture(manifest.model_config(), config_.model);
       int saved_islands = 1;
       for (const checkpoint::proto::Tensor& t : manifest.tensors()) {
         saved_islands = std::max(saved_islands, t.island() + 1);

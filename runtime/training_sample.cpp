@@ -74,7 +74,7 @@ std::string sample_text(const Config& config, const std::map<std::string, at::Te
   TrainedModel trained;
   trained.config = config.model;
   trained.weights = weights;
-  CachedDecoder decoder(trained);
+  CachedDecoder decoder(trained, {tokenizer.bos_id(), tokenizer.eos_id()});
   const std::vector<uint32_t> prompt = tokenizer.encode(config.train.sample_prompt);
   SamplingOptions options;
   options.max_tokens = config.train.sample_tokens;

@@ -68,7 +68,7 @@ int64_t SequenceSource::num_sequences() const {
 }
 
 const Shard* SequenceSource::shard_without_documents() const {
-  if (markers_.bos >= 0 || markers_.eos >= 0) return nullptr;
+  if (markers_.any()) return nullptr;
   for (const Dataset& dataset : datasets_)
     for (const std::unique_ptr<Shard>& shard : dataset.shards())
       if (!shard->document_starts(0, 0)) return shard.get();
@@ -97,12 +97,9 @@ std::vector<int32_t> SequenceSource::document_starts(const Dataset::Location& wh
   std::vector<int32_t> starts;
   if (const auto recorded = where.shard->document_starts(where.position + 1, seq_ - 1)) {
     for (int64_t s : *recorded) starts.push_back(static_cast<int32_t>(s - where.position));
-  } else if (markers_.bos >= 0) {
+  } else {
     for (int k = 1; k < seq_; ++k)
-      if (tokens[k] == markers_.bos) starts.push_back(k);
-  } else if (markers_.eos >= 0) {
-    for (int k = 0; k + 1 < seq_; ++k)
-      if (tokens[k] == markers_.eos) starts.push_back(k + 1);
+      if (markers_.starts_document(tokens[k - 1], tokens[k])) starts.push_back(k);
   }
   return starts;
 }

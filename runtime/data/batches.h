@@ -36,6 +36,12 @@ struct TokenBatch {
 struct DocumentMarkers {
   int bos = -1;
   int eos = -1;
+  // Whether the token after `previous` starts a document: it is the bos, else `previous` is the eos
+  // (the first token of a sequence is asked by no one).
+  bool starts_document(int64_t previous, int64_t token) const {
+    return bos >= 0 ? token == bos : eos >= 0 && previous == eos;
+  }
+  bool any() const { return bos >= 0 || eos >= 0; }
 };
 
 class SequenceSource {

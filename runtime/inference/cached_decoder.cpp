@@ -9,8 +9,8 @@
 
 namespace atl::runtime {
 
-CachedDecoder::CachedDecoder(const TrainedModel& trained)
-    : config_(trained.config), head_dim_(config_.dim / config_.heads) {
+CachedDecoder::CachedDecoder(const TrainedModel& trained, DocumentMarkers markers)
+    : config_(trained.config), head_dim_(config_.dim / config_.heads), markers_(markers) {
   const auto& w = trained.weights;
   embed_ = w.at("model.embed_tokens.weight");
   final_norm_ = w.at("model.norm.weight");
@@ -38,9 +38,17 @@ at::Tensor CachedDecoder::feed(const std::vector<int64_t>& tokens) {
   const at::Tensor ids = at::tensor(tokens, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
   at::Tensor h = at::embedding(embed_, ids);  // [1, n, dim]
   const at::Tensor cos = rope_cos_.narrow(0, start, n), sin = rope_sin_.narrow(0, start, n);
-  // New query i (position start + i) sees cached positions up to start + i.
-  const at::Tensor visible =
-      at::arange(end).unsqueeze(0) <= (at::arange(n) + start).unsqueeze(1);  // [n, end] bool
+  // New query i (position start + i) sees cached positions up to start + i (of its own document).
+  at::Tensor visible = at::arange(end).unsqueeze(0) <= (at::arange(n) + start).unsqueeze(1);  // [n, end] bool
+  if (config_.document_mask) {
+    for (const int64_t token : tokens) {
+      const bool starts = !documents_.empty() && markers_.starts_document(last_token_, token);
+      documents_.push_back(documents_.empty() ? 0 : documents_.back() + (starts ? 1 : 0));
+      last_token_ = token;
+    }
+    const at::Tensor documents = at::tensor(documents_, at::TensorOptions().dtype(at::kLong));
+    visible = visible.logical_and(documents.narrow(0, start, n).unsqueeze(1).eq(documents.unsqueeze(0)));
+  }
   for (Layer& layer : layers_) {
     const at::Tensor x = rms_normalize(h, layer.input_norm, config_.norm_eps);
     const at::Tensor q =

@@ -9,13 +9,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/data/batches.h"
 #include "runtime/inference/trained_model.h"
 
 namespace atl::runtime {
 
 class CachedDecoder {
  public:
-  explicit CachedDecoder(const TrainedModel& trained);
+  // With model.document_mask, `markers` tell where a new document starts in the fed tokens (the
+  // tokenizer's BOS/EOS, as the training data loader found them), and a position then sees only
+  // the earlier positions of its own document, as in training; ignored without it.
+  explicit CachedDecoder(const TrainedModel& trained, DocumentMarkers markers = {});
 
   // Appends `tokens` at the next positions (the whole prompt at once, then one token at a time) and
   // returns the logits that follow the last one: fp32 [vocab]. std::invalid_argument when the
@@ -23,7 +27,10 @@ class CachedDecoder {
   at::Tensor feed(const std::vector<int64_t>& tokens);
   int64_t position() const { return position_; }
   int64_t capacity() const { return config_.seq; }  // positions the cache holds
-  void reset() { position_ = 0; }
+  void reset() {
+    position_ = 0;
+    documents_.clear();
+  }
 
  private:
   struct Layer {
@@ -35,6 +42,11 @@ class CachedDecoder {
   std::vector<Layer> layers_;
   at::Tensor embed_, final_norm_, lm_head_, rope_cos_, rope_sin_;
   int64_t position_ = 0;
+  // With model.document_mask: each fed position's document (0, 1, ... in order) and the last token
+  // fed, which tells whether the next one starts a document after an EOS.
+  DocumentMarkers markers_;
+  std::vector<int64_t> documents_;
+  int64_t last_token_ = -1;
 };
 
 }  // namespace atl::runtime

@@ -23,7 +23,9 @@ struct EvalResult {
 // Sequences of model.seq + 1 tokens from `shard` (all of them, or the first max_sequences > 0), in
 // batches of `batch`; a directory or glob reads as data.val does (a prepared directory's val*.bin).
 // std::runtime_error (one line) for a shard that does not open, holds ids past the vocabulary, or is shorter
-// than one sequence. `progress`: sequences done, in all.
+// than one sequence; std::invalid_argument (one line) when the model masks documents
+// (model.document_mask, which eval applies as training did) and neither the shard nor the
+// tokenizer's BOS/EOS tell where they start. `progress`: sequences done, in all.
 EvalResult evaluate(const LocalModel& model, const Tokenizer& tokenizer, const std::string& shard,
                     int64_t max_sequences = 0, int batch = 8,
                     const std::function<void(int64_t, int64_t)>& progress = nullptr);

@@ -12,14 +12,15 @@ LocalModel::LocalModel(const TrainedModel& trained)
   model_ = std::make_unique<LlamaModel>(config_, *params_, *self_);
 }
 
-at::Tensor LocalModel::logits(const at::Tensor& tokens) const {
+at::Tensor LocalModel::logits(const at::Tensor& tokens, const at::Tensor& document_ids) const {
   at::NoGradGuard no_grad;
-  return model_->forward(tokens).narrow(-1, 0, config_.vocab);
+  return model_->forward(tokens, document_ids).narrow(-1, 0, config_.vocab);
 }
 
-at::Tensor LocalModel::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
+at::Tensor LocalModel::loss(const at::Tensor& tokens, const at::Tensor& targets,
+                            const at::Tensor& document_ids) const {
   at::NoGradGuard no_grad;
-  return model_->loss(tokens, targets);
+  return model_->loss_of(model_->forward(tokens, document_ids), targets);
 }
 
 }  // namespace atl::runtime

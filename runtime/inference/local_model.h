@@ -20,10 +20,12 @@ class LocalModel {
 
   const ModelConfig& config() const { return config_; }
   // Logits over the vocabulary (unpadded), fp32: [batch, seq, vocab] for tokens int64 [batch, seq]
-  // with seq <= model.seq.
-  at::Tensor logits(const at::Tensor& tokens) const;
-  // Mean next-token cross-entropy, as in training.
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets) const;
+  // with seq <= model.seq; `document_ids` as loss takes them.
+  at::Tensor logits(const at::Tensor& tokens, const at::Tensor& document_ids = {}) const;
+  // Mean next-token cross-entropy, as in training; `document_ids` as LlamaModel::forward takes
+  // them (with model.document_mask), undefined for causal attention over the whole sequence.
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets,
+                  const at::Tensor& document_ids = {}) const;
 
  private:
   ModelConfig config_;

@@ -11,6 +11,8 @@
 namespace atl::runtime {
 namespace {
 
+constexpr const char* kDocumentMask = " document_mask=true";
+
 // Round-trip exact, and short: 1e-05, not 1.0000000000000001e-05.
 std::string shortest(double v) {
   char buf[32];
@@ -24,7 +26,15 @@ std::string describe_model(const ModelConfig& m) {
          " layers=" + std::to_string(m.layers) + " heads=" + std::to_string(m.heads) +
          " kv_heads=" + std::to_string(m.kv_heads) + " ffn=" + std::to_string(m.ffn) +
          " seq=" + std::to_string(m.seq) + " tie_embeddings=" + (m.tie_embeddings ? "true" : "false") +
-         " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps);
+         " rope_theta=" + shortest(m.rope_theta) + " norm_eps=" + shortest(m.norm_eps) +
+         (m.document_mask ? kDocumentMask : "");
+}
+
+bool same_architecture(const std::string& description, const ModelConfig& model) {
+  ModelConfig unmasked = model;
+  unmasked.document_mask = false;
+  const std::string architecture = describe_model(unmasked);
+  return description == architecture || description == architecture + kDocumentMask;
 }
 
 ModelConfig model_from_description(const std::string& description) {
@@ -58,6 +68,7 @@ ModelConfig model_from_description(const std::string& description) {
   parsed("rope_theta", m.rope_theta);
   parsed("norm_eps", m.norm_eps);
   m.tie_embeddings = field("tie_embeddings") == "true";
+  m.document_mask = fields.count("document_mask") > 0 && fields.at("document_mask") == "true";
   // A damaged description must not reach the model's arithmetic (dim / heads, heads / kv_heads).
   const auto impossible = [&](const std::string& why) {
     return std::invalid_argument("the model description {" + text::one_line(description) +

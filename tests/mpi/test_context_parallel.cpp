@@ -8,11 +8,15 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "comm/single_rank_communicator.h"
 #include "parallel/context_parallel_attention.h"
 #include "parallel/document_mask.h"
+#include "runtime/data/batches.h"
+#include "runtime/model/llama.h"
 #include "tests/parity_harness.h"
 
 using atl::runtime::Config;
+using atl::runtime::Trainer;
 using atl::test::expect_parity;
 using atl::test::layout;
 using atl::test::world_size;
@@ -187,6 +191,51 @@ TEST(ContextParallelParity, WithDocumentMaskMatchesOneRank) {
   atl::test::use_packed_documents(config);
   config.optim.grad_clip = 0.0;
   expect_parity(config);
+}
+
+// The trainer's validation loss under model.document_mask at cp = the launched ranks: each
+// validation sequence scored document by document, every document alone through one rank's model
+// with the trainer's parameters (a dense reference that knows no masks), over the same sequences.
+TEST(ContextParallelValidation, DocumentMaskedLossScoresEachDocumentAlone) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  Config config = cp_layout("cp-val-documents", world_size());
+  atl::test::use_packed_documents(config);
+  config.train.steps = 2;
+  Trainer trainer(config, *world, nullptr);
+  trainer.train_step();
+  const double validation = trainer.evaluate();
+
+  at::NoGradGuard no_grad;
+  const atl::runtime::ModelConfig& m = config.model;
+  atl::parallel::FlatParameters params(atl::runtime::LlamaModel::param_infos(m), at::kFloat);
+  const auto trained = atl::test::on_host(trainer.full_parameters());
+  for (const atl::parallel::FlatEntry& e : params.entries()) e.value.copy_(trained.at(e.info.name));
+  atl::comm::SingleRankCommunicator tp("tp");
+  const atl::runtime::LlamaModel model(m, params, tp);
+  const auto val = atl::runtime::open_sequence_source(config.data.val, atl::runtime::DataSplit::kVal, m.seq,
+                                                      m.vocab, static_cast<uint64_t>(config.run.seed));
+  const atl::runtime::TokenBatch batch = val->in_order(0, config.train.eval_sequences);
+  double nats = 0.0;
+  int cut = 0;
+  for (int64_t row = 0; row < batch.inputs.size(0); ++row) {
+    std::vector<int64_t> bounds{0};
+    for (const int32_t start : batch.document_starts[static_cast<size_t>(row)]) bounds.push_back(start);
+    bounds.push_back(m.seq);
+    cut += static_cast<int>(bounds.size()) > 2 ? 1 : 0;
+    for (size_t d = 0; d + 1 < bounds.size(); ++d) {
+      const int64_t begin = bounds[d], length = bounds[d + 1] - begin;
+      const at::Tensor logits =
+          model.forward(batch.inputs[row].narrow(0, begin, length).unsqueeze(0))[0].narrow(-1, 0, m.vocab);
+      nats +=
+          at::cross_entropy_loss(logits, batch.targets[row].narrow(0, begin, length), {}, at::Reduction::Sum)
+              .item<double>();
+    }
+  }
+  ASSERT_GT(cut, 0) << "some validation sequence holds several documents";
+  const double expected = nats / static_cast<double>(batch.targets.numel());
+  EXPECT_NEAR(validation, expected, 1e-5 * expected);
+  const double unmasked = model.loss(batch.inputs, batch.targets).item<double>();
+  EXPECT_GT(std::abs(unmasked - expected), 1e-4) << "the documents change the loss: the check can tell";
 }
 
 // ZeRO 1-3 shard over the dp group, here the cp ranks alone (dp 1 x cp 2): each stage against

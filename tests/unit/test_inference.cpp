@@ -9,9 +9,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "parallel/document_mask.h"
 #include "runtime/data/data_prepare.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/inference/cached_decoder.h"
+#include "runtime/inference/evaluation.h"
 #include "runtime/inference/local_model.h"
 #include "runtime/inference/sampling.h"
 #include "runtime/model/hugging_face.h"
@@ -19,6 +21,7 @@
 #include "runtime/model/model_description.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_training.h"
+#include "tests/error_of.h"
 #include "tests/temp_dir_test.h"
 
 namespace {
@@ -81,6 +84,115 @@ TEST(CachedDecoder, EqualsTheTrainingForwardAtEveryPosition) {
     }
 }
 
+// The byte-level tokenizer with a token that marks documents, as a subword tokenizer's BOS or EOS.
+class MarkingBytes : public Tokenizer {
+ public:
+  explicit MarkingBytes(DocumentMarkers markers) : bytes_(byte_tokenizer()), markers_(markers) {}
+  int vocab_size() const override { return bytes_->vocab_size(); }
+  std::vector<uint32_t> encode(const std::string& text) const override { return bytes_->encode(text); }
+  std::string decode(const std::vector<uint32_t>& ids) const override { return bytes_->decode(ids); }
+  int byte_length(uint32_t id) const override { return bytes_->byte_length(id); }
+  std::string description() const override { return "bytes with document markers"; }
+  std::string serialized() const override { return ""; }
+  std::vector<HuggingFaceFile> hugging_face_files(int) const override { return {}; }
+  int bos_id() const override { return markers_.bos; }
+  int eos_id() const override { return markers_.eos; }
+
+ private:
+  std::unique_ptr<Tokenizer> bytes_;
+  DocumentMarkers markers_;
+};
+
+// Three documents in 24 tokens, marked by EOS 3 (starts at 7 and 16) or by BOS 5 (starts at 7 and 16).
+struct MarkedDocuments {
+  DocumentMarkers markers;
+  std::vector<int64_t> tokens;
+};
+
+std::vector<MarkedDocuments> marked_documents(int64_t seq, int64_t vocab) {
+  std::vector<int64_t> ids = some_tokens(seq, vocab);
+  for (int64_t& id : ids) id = id == 3 || id == 5 ? id + 1 : id;  // no stray markers
+  std::vector<int64_t> eos = ids, bos = ids;
+  eos[6] = eos[15] = 3;
+  bos[7] = bos[16] = 5;
+  return {{{-1, 3}, eos}, {{5, -1}, bos}};
+}
+
+at::Tensor longs(const std::vector<int64_t>& ids) {
+  return at::tensor(ids, at::TensorOptions().dtype(at::kLong));
+}
+
+// With model.document_mask the KV-cache decoder (atoll sample, train.sample_every) masks the documents
+// its tokens mark as the training forward masks those the loader finds.
+TEST(CachedDecoder, MasksDocumentsAsTrainingDoes) {
+  ModelConfig config = small_model(false, 2);
+  config.document_mask = true;
+  const TrainedModel trained = random_model(config);
+  for (const MarkedDocuments& marked : marked_documents(config.seq, config.vocab)) {
+    const at::Tensor tokens = longs(marked.tokens).unsqueeze(0);
+    const at::Tensor documents = atl::parallel::document_ids({{7, 16}}, config.seq);
+    const LocalModel local(trained);
+    const at::Tensor expected = local.logits(tokens, documents)[0];
+    ASSERT_GT((expected - local.logits(tokens)[0]).abs().max().item<double>(), 1e-3)
+        << "the documents change the logits: the comparison below can tell";
+    CachedDecoder decoder(trained, marked.markers);
+    const int64_t prompt = 9;  // past the first start: the prompt's own documents, then the fed ones'
+    at::Tensor last =
+        decoder.feed(std::vector<int64_t>(marked.tokens.begin(), marked.tokens.begin() + prompt));
+    EXPECT_LT((last - expected[prompt - 1]).abs().max().item<double>(), 1e-5);
+    for (int64_t p = prompt; p < config.seq; ++p) {
+      last = decoder.feed({marked.tokens[static_cast<size_t>(p)]});
+      EXPECT_LT((last - expected[p]).abs().max().item<double>(), 1e-5)
+          << "position " << p << " bos " << marked.markers.bos;
+    }
+    decoder.reset();
+    EXPECT_LT((decoder.feed(marked.tokens) - expected[-1]).abs().max().item<double>(), 1e-5)
+        << "a reset decoder starts again at document 0";
+  }
+}
+
+class MaskedEvaluation : public atl::test::TempDirTest {};
+
+// atoll eval of a document-masked model: each document's tokens scored as if it were alone (a
+// dense reference, document by document), and the unmasked loss without the mask.
+TEST_F(MaskedEvaluation, ScoresEachDocumentAlone) {
+  ModelConfig config = small_model(true, 4);
+  config.document_mask = true;
+  const TrainedModel trained = random_model(config);
+  const LocalModel local(trained);
+  const MarkedDocuments marked = marked_documents(config.seq + 1, config.vocab).front();
+  const std::string shard = path("val.bin");
+  write_token_shard(shard, std::vector<uint32_t>(marked.tokens.begin(), marked.tokens.end()));
+  const MarkingBytes tokenizer(marked.markers);
+  const EvalResult masked = evaluate(local, tokenizer, shard);
+  ASSERT_EQ(masked.sequences, 1);
+
+  const at::Tensor window = longs(marked.tokens);
+  double nats = 0.0;
+  const std::vector<int64_t> bounds{0, 7, 16, config.seq};
+  for (size_t d = 0; d + 1 < bounds.size(); ++d) {
+    const int64_t begin = bounds[d], length = bounds[d + 1] - bounds[d];
+    const at::Tensor logits = local.logits(window.narrow(0, begin, length).unsqueeze(0))[0];
+    nats += at::cross_entropy_loss(logits, window.narrow(0, begin + 1, length), {}, at::Reduction::Sum)
+                .item<double>();
+  }
+  const double expected = nats / static_cast<double>(config.seq);
+  EXPECT_NEAR(masked.loss, expected, 1e-5 * expected);
+
+  TrainedModel unmasked_model = random_model(small_model(true, 4));
+  const EvalResult unmasked = evaluate(LocalModel(unmasked_model), tokenizer, shard);
+  EXPECT_GT(std::abs(unmasked.loss - expected), 1e-3) << "the documents change the loss: the check can tell";
+  EXPECT_NEAR(
+      unmasked.loss,
+      local.loss(window.narrow(0, 0, config.seq).unsqueeze(0), window.narrow(0, 1, config.seq).unsqueeze(0))
+          .item<double>(),
+      1e-6);
+
+  // Nothing marks the documents: the mask cannot be rebuilt, so eval refuses rather than scoring unmasked.
+  const std::string refusal = atl::test::error_of([&] { evaluate(local, *byte_tokenizer(), shard); });
+  EXPECT_NE(refusal.find("records no document starts"), std::string::npos) << refusal;
+}
+
 TEST(Sampling, GreedyIsTheArgmaxAndASeedRepeatsItsDraw) {
   const TrainedModel trained = random_model(small_model(false, 2));
   CachedDecoder decoder(trained);
@@ -128,6 +240,23 @@ TEST(ModelDescription, RoundTripsEveryArchitectureField) {
   EXPECT_TRUE(back.tie_embeddings);
   EXPECT_THROW(model_from_description("vocab=256 dim=64"), std::invalid_argument);
   EXPECT_THROW(model_from_description(describe_model(m) + " layers=x"), std::invalid_argument);
+}
+
+// model.document_mask travels with the checkpoint so that eval and sample mask as training did; a
+// description without it (an unmasked run, or a checkpoint from before it was recorded) reads as
+// unmasked; a resume may switch it, the architecture being the same.
+TEST(ModelDescription, RecordsTheDocumentMaskApartFromTheArchitecture) {
+  ModelConfig m = small_model(false, 2);
+  const std::string unmasked = describe_model(m);
+  EXPECT_EQ(unmasked.find("document_mask"), std::string::npos) << "unmasked descriptions stay as they were";
+  m.document_mask = true;
+  const std::string masked = describe_model(m);
+  EXPECT_EQ(masked, unmasked + " document_mask=true");
+  EXPECT_TRUE(model_from_description(masked).document_mask);
+  EXPECT_FALSE(model_from_description(unmasked).document_mask);
+  EXPECT_TRUE(same_architecture(unmasked, m));
+  EXPECT_TRUE(same_architecture(masked, small_model(false, 2)));
+  EXPECT_FALSE(same_architecture(masked, small_model(false, 4)));
 }
 
 class HuggingFaceConfig : public atl::test::TempDirTest {
