@@ -11,6 +11,7 @@
 
 #include "parallel/context_pointer.h"
 #include "parallel/document_mask.h"
+#include "parallel/ring_masks.h"
 
 namespace atl::parallel {
 namespace {
@@ -86,65 +87,47 @@ void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, 
   lse = merged;
 }
 
-// The documents of global chunk `index` of 2*cp chunks, from those of the whole sequence (undefined:
-// no document mask).
-at::Tensor chunk_documents(const at::Tensor& document_ids, int64_t index, int64_t chunk) {
-  return document_ids.defined() ? document_ids.narrow(1, index * chunk, chunk) : at::Tensor();
-}
-
-// The blocks one ring step computes: every pair of (this rank's query chunk, the visiting K/V's
-// chunk) that the causal and document masks leave non-empty, with what the queries see of it.
-template <typename Compute>
-void for_each_block(const std::array<int64_t, 2>& query_chunks, const std::array<int64_t, 2>& key_chunks,
-                    const at::Tensor& document_ids, int64_t chunk, at::ScalarType dtype, Compute&& compute) {
-  for (int64_t a = 0; a < 2; ++a)
-    for (int64_t b = 0; b < 2; ++b) {
-      const BlockMask seen =
-          block_mask(query_chunks[a], key_chunks[b], chunk_documents(document_ids, query_chunks[a], chunk),
-                     chunk_documents(document_ids, key_chunks[b], chunk), dtype);
-      if (seen.kind != BlockMask::Kind::kNone) compute(a, b, seen);
-    }
-}
-
 // The flash kernel's mask arguments for a block: is_causal, and the additive mask or none.
 bool causal_of(const BlockMask& seen) {
   return seen.kind == BlockMask::Kind::kCausal;
 }
 
-std::optional<at::Tensor> additive_of(const BlockMask& seen) {
-  return seen.kind == BlockMask::Kind::kMasked ? std::optional<at::Tensor>(seen.additive) : std::nullopt;
+// In the queries' dtype: the masks are built in the model's compute dtype.
+std::optional<at::Tensor> additive_of(const BlockMask& seen, at::ScalarType dtype) {
+  return seen.kind == BlockMask::Kind::kMasked ? std::optional<at::Tensor>(seen.additive.to(dtype))
+                                               : std::nullopt;
+}
+
+c10::intrusive_ptr<RingMasks> saved_masks(AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<RingMasks>(ctx->saved_data.at("masks").toCapsule());
 }
 
 class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, comm::Communicator* group, bool load_balanced,
-                            const std::optional<at::Tensor>& documents) {
-    const at::Tensor document_ids = documents.value_or(at::Tensor());
-    const int cp = group->size(), rank = group->rank();
-    const int64_t groups = q.size(1) / k.size(1), chunk = q.size(2) / 2;
-    const auto mine = context_chunks(cp, rank, load_balanced);
+                            const at::Tensor& v, comm::Communicator* group,
+                            const c10::intrusive_ptr<RingMasks>& masks) {
+    const int cp = group->size();
+    const int64_t groups = q.size(1) / k.size(1);
     Ring ring(*group);
     const std::shared_ptr<void> progress = cp > 1 ? group->progress_in_background() : nullptr;
 
     std::array<at::Tensor, 2> out, lse;
     std::vector<at::Tensor> kv{k.contiguous(), v.contiguous()}, next_kv;
     for (int step = 0; step < cp; ++step) {
-      const int owner = (rank - step + cp) % cp;
       const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
       const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
-      for_each_block(
-          mine, context_chunks(cp, owner, load_balanced), document_ids, chunk, q.scalar_type(),
-          [&](int64_t a, int64_t b, const BlockMask& seen) {
-            const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-                chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b), /*dropout_p=*/0.0, causal_of(seen),
-                additive_of(seen));
-            // The kernel gives a query that sees no key of the block a log-sum-exp of 0.
-            merge_block(out[a], lse[a], block_out,
-                        seen.rows_seeing.defined()
-                            ? at::where(seen.rows_seeing, block_lse, -std::numeric_limits<double>::infinity())
-                            : block_lse);
-          });
+      for (const RingMasks::Block& block : masks->step(step)) {
+        const BlockMask& seen = block.mask;
+        const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
+            chunk_of(q, block.query), chunk_of(keys, block.key), chunk_of(values, block.key),
+            /*dropout_p=*/0.0, causal_of(seen), additive_of(seen, q.scalar_type()));
+        // The kernel gives a query that sees no key of the block a log-sum-exp of 0.
+        merge_block(out[block.query], lse[block.query], block_out,
+                    seen.rows_seeing.defined()
+                        ? at::where(seen.rows_seeing, block_lse, -std::numeric_limits<double>::infinity())
+                        : block_lse);
+      }
       if (arriving) {
         arriving->wait();
         kv = std::move(next_kv);
@@ -153,8 +136,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const at::Tensor result = at::cat({out[0], out[1]}, 2).to(q.scalar_type());
     ctx->save_for_backward({q, k, v, result, at::cat({lse[0], lse[1]}, 2)});
     save_pointer(ctx, "group", group);
-    ctx->saved_data["load_balanced"] = load_balanced;
-    ctx->saved_data["document_ids"] = documents;
+    ctx->saved_data["masks"] = c10::IValue::make_capsule(masks);
     return result;
   }
 
@@ -164,12 +146,9 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     auto* group = saved_pointer<comm::Communicator>(ctx, "group");
-    const bool load_balanced = ctx->saved_data["load_balanced"].toBool();
-    const at::Tensor document_ids =
-        ctx->saved_data["document_ids"].toOptional<at::Tensor>().value_or(at::Tensor());
-    const int cp = group->size(), rank = group->rank();
+    const c10::intrusive_ptr<RingMasks> masks = saved_masks(ctx);
+    const int cp = group->size();
     const int64_t groups = q.size(1) / k.size(1), chunk = q.size(2) / 2;
-    const auto mine = context_chunks(cp, rank, load_balanced);
     const at::Tensor d_out = grads[0].contiguous();
     Ring ring(*group);
     const std::shared_ptr<void> progress = cp > 1 ? group->progress_in_background() : nullptr;
@@ -181,22 +160,19 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     std::vector<at::Tensor> d_kv, next_d_kv;
     comm::WorkPtr grads_arriving;
     for (int step = 0; step < cp; ++step) {
-      const int owner = (rank - step + cp) % cp;
       const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
       const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
       std::vector<at::Tensor> ours{at::zeros(k.sizes(), d_q.options()), at::zeros(v.sizes(), d_q.options())};
-      for_each_block(mine, context_chunks(cp, owner, load_balanced), document_ids, chunk, q.scalar_type(),
-                     [&](int64_t a, int64_t b, const BlockMask& seen) {
-                       const auto [block_dq, block_dk, block_dv] =
-                           at::_scaled_dot_product_flash_attention_for_cpu_backward(
-                               chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b),
-                               chunk_of(values, b), chunk_of(out, a).contiguous(),
-                               lse.narrow(2, a * chunk, chunk).contiguous(), /*dropout_p=*/0.0,
-                               causal_of(seen), additive_of(seen));
-                       chunk_of(d_q, a).add_(block_dq);
-                       chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
-                       chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
-                     });
+      for (const RingMasks::Block& block : masks->step(step)) {
+        const int64_t a = block.query, b = block.key;
+        const auto [block_dq, block_dk, block_dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+            chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b),
+            chunk_of(out, a).contiguous(), lse.narrow(2, a * chunk, chunk).contiguous(), /*dropout_p=*/0.0,
+            causal_of(block.mask), additive_of(block.mask, q.scalar_type()));
+        chunk_of(d_q, a).add_(block_dq);
+        chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
+        chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
+      }
       if (grads_arriving) {
         grads_arriving->wait();
         d_kv = std::move(next_d_kv);
@@ -216,11 +192,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       grads_arriving->wait();
       d_kv = std::move(next_d_kv);
     }
-    return {d_q.to(q.scalar_type()),
-            d_kv[0].to(k.scalar_type()),
-            d_kv[1].to(v.scalar_type()),
-            at::Tensor(),
-            at::Tensor(),
+    return {d_q.to(q.scalar_type()), d_kv[0].to(k.scalar_type()), d_kv[1].to(v.scalar_type()), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -245,6 +217,19 @@ at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int 
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           comm::Communicator& cp, bool load_balanced, const at::Tensor& document_ids) {
+  const int64_t sequence = q.size(2) * cp.size();
+  if (document_ids.defined() && !document_ids.sizes().equals({q.size(0), sequence}))
+    throw std::invalid_argument("ring_attention: document ids of shape " + c10::str(document_ids.sizes()) +
+                                " for " + std::to_string(q.size(0)) + " sequences of " +
+                                std::to_string(sequence) + " positions: they must be the whole sequences' [" +
+                                std::to_string(q.size(0)) + ", " + std::to_string(sequence) + "]");
+  return ring_attention(
+      q, k, v, cp,
+      c10::make_intrusive<RingMasks>(cp.size(), cp.rank(), load_balanced, document_ids, q.scalar_type()));
+}
+
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          comm::Communicator& cp, const c10::intrusive_ptr<RingMasks>& masks) {
   if (q.size(1) % k.size(1) != 0 || q.size(2) % 2 != 0 || k.sizes() != v.sizes() || q.size(2) != k.size(2))
     throw std::invalid_argument(
         "ring_attention: q " + std::to_string(q.size(1)) + " heads x " + std::to_string(q.size(2)) +
@@ -252,15 +237,13 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
         " positions: the kv heads must divide the heads and both hold the same two chunks");
   if (!q.device().is_cpu())
     throw std::invalid_argument("ring_attention: runs on the CPU only so far, not on " + q.device().str());
-  const int64_t sequence = q.size(2) * cp.size();
-  if (document_ids.defined() && !document_ids.sizes().equals({q.size(0), sequence}))
-    throw std::invalid_argument("ring_attention: document ids of shape " + c10::str(document_ids.sizes()) +
-                                " for " + std::to_string(q.size(0)) + " sequences of " +
-                                std::to_string(sequence) + " positions: they must be the whole sequences' [" +
-                                std::to_string(q.size(0)) + ", " + std::to_string(sequence) + "]");
-  // Optional: autograd takes every plain tensor argument for an input, an undefined one included.
-  return RingAttention::apply(q, k, v, &cp, load_balanced,
-                              document_ids.defined() ? std::optional(document_ids) : std::nullopt);
+  if (masks->cp() != cp.size() || masks->rank() != cp.rank() ||
+      (masks->document_ids().defined() && masks->document_ids().size(0) != q.size(0)))
+    throw std::invalid_argument("ring_attention: masks built for rank " + std::to_string(masks->rank()) +
+                                " of " + std::to_string(masks->cp()) + " used on rank " +
+                                std::to_string(cp.rank()) + " of " + std::to_string(cp.size()) +
+                                " or for another batch");
+  return RingAttention::apply(q, k, v, &cp, masks);
 }
 
 }  // namespace atl::parallel

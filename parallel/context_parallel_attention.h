@@ -15,6 +15,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <array>
 #include <cstdint>
@@ -22,6 +23,8 @@
 #include "comm/communicator.h"
 
 namespace atl::parallel {
+
+class RingMasks;
 
 // The global indices of the two chunks (of 2*cp) that rank `rank` holds, in the order it holds them.
 std::array<int64_t, 2> context_chunks(int cp, int rank, bool load_balanced);
@@ -43,5 +46,10 @@ at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           comm::Communicator& cp, bool load_balanced = true,
                           const at::Tensor& document_ids = {});
+
+// The same with the microbatch's masks built once (ring_masks.h) for this rank of `cp`: what the
+// model calls, every layer's forward and backward reading the same masks.
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          comm::Communicator& cp, const c10::intrusive_ptr<RingMasks>& masks);
 
 }  // namespace atl::parallel

@@ -3,6 +3,7 @@
 #include "checkpoint/safetensors.h"
 #include "parallel/context_parallel_attention.h"
 #include "parallel/document_mask.h"
+#include "parallel/ring_masks.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/model/attention.h"
 #include "runtime/model/fused_ops.h"
@@ -241,15 +242,20 @@ std::vector<at::Tensor> LlamaModel::attention_inputs(const AttentionInWeights& w
 }
 
 LlamaModel::Documents LlamaModel::documents_of(const at::Tensor& document_ids) const {
-  if (!document_ids.defined() || cp_) return {document_ids, {}};
-  return {document_ids, parallel::document_causal_mask(document_ids, document_ids, /*causal=*/true)};
+  // The masks in the compute dtype, the causal mask's.
+  if (cp_)
+    return {{},
+            c10::make_intrusive<parallel::RingMasks>(cp_->size(), cp_->rank(), /*load_balanced=*/true,
+                                                     document_ids, causal_mask_.scalar_type())};
+  if (!document_ids.defined()) return {};
+  return {parallel::document_causal_mask(document_ids, document_ids, /*causal=*/true), {}};
 }
 
 at::Tensor LlamaModel::attention_kernel(const std::vector<at::Tensor>& qkv,
                                         const Documents& documents) const {
   const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const int64_t seq = q.size(2);
-  if (cp_) return parallel::ring_attention(q, k, v, *cp_, /*load_balanced=*/true, documents.ids);
+  if (cp_) return parallel::ring_attention(q, k, v, *cp_, documents.ring);
   if (documents.mask.defined()) return document_masked_attention(q, k, v, documents.mask);
   if (k.size(1) != q.size(1)) return grouped_causal_attention(q, k, v);
   return causal_attention(q, k, v, causal_mask_.narrow(0, 0, seq).narrow(1, 0, seq));

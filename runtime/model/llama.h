@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "parallel/flat_parameters.h"
 #include "parallel/parameter_gate.h"
+#include "parallel/ring_masks.h"
 #include "parallel/weight_gradient_sink.h"
 #include "runtime/config/config.h"
 #include "runtime/model/recompute.h"
@@ -124,11 +125,13 @@ class LlamaModel {
     AttentionInWeights in;
     AttentionOutWeights out;
   };
-  // The documents one forward's attention keeps apart, built once for all its layers: `ids` for ring
-  // attention, which cuts each chunk's from them; `mask`, bool [batch, 1, seq, seq] (causal and same
-  // document), without context parallelism. Both undefined: no document mask.
+  // What one forward's attention masks, built once for all its layers (and their backward): with
+  // context parallelism `ring`, the blocks every ring step computes and what each sees (cut from the
+  // document ids where there are any); without, `mask`, bool [batch, 1, seq, seq] (causal and same
+  // document), or undefined for no document mask.
   struct Documents {
-    at::Tensor ids, mask;
+    at::Tensor mask;
+    c10::intrusive_ptr<parallel::RingMasks> ring;
   };
   Documents documents_of(const at::Tensor& document_ids) const;
   static AttentionInWeights attention_in_weights(const std::vector<at::Tensor>& list, size_t first = 0);
