@@ -3,7 +3,9 @@
 // 1e-5 in fp32, with the load-balanced chunk layout and the contiguous one, multi-head and
 // grouped-query attention, without documents and with documents packed in the sequences (their
 // starts inside chunks, on chunk edges, or a row of one document). Then the whole model against one
-// rank (parity_harness.h), also with model.document_mask.
+// rank (parity_harness.h), also with model.document_mask (alone, and with tp 2 + sequence
+// parallelism), in bf16 against bf16 on one rank, and the validation loss under document masks
+// against every document scored alone.
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
@@ -252,6 +254,33 @@ TEST(ContextParallelParity, WithTensorAndSequenceParallelismMatchesOneRank) {
   Config config = cp_layout("cp-tp-sp", 2, /*tp=*/2);
   config.parallel.sequence_parallel = true;
   expect_parity(config);
+}
+
+// Every split at once: the sequence over cp 2, each chunk's tokens over tp 2 outside attention
+// (sequence parallelism), attention within documents that start inside and across the chunks.
+ATOLL_RUNS_AT(ContextParallelParity, WithTensorSequenceParallelismAndDocumentMaskMatchesOneRank, 4);
+TEST(ContextParallelParity, WithTensorSequenceParallelismAndDocumentMaskMatchesOneRank) {
+  Config config = cp_layout("cp-tp-sp-documents", 2, /*tp=*/2);
+  config.parallel.sequence_parallel = true;
+  atl::test::use_packed_documents(config);
+  config.optim.grad_clip = 0.0;
+  expect_parity(config);
+}
+
+// bf16 under cp = the launched ranks against bf16 on one rank: the blocks' partial outputs merge in
+// fp32, so the two runs differ by bf16's rounding of sums taken in another order, not by more. A lost
+// log-sum-exp correction or a block attended twice is off by far more (the loss by over 10%).
+TEST(ContextParallelParity, Bf16MatchesOneRankToBf16Precision) {
+  auto world = atl::test::MpiTestEnv::runtime().world();
+  Config config = cp_layout("cp-bf16", world_size());
+  config.train.precision = atl::runtime::Precision::kBf16;
+  config.train.eval_every = 1;  // only enables evaluation after training in the harness
+  const atl::test::RunResult reference = atl::test::single_rank_reference(config, *world);
+  atl::test::Agreement bf16;
+  bf16.loss = 1e-2;
+  bf16.grad_norm = 5e-2;
+  bf16.params = 2e-2;
+  atl::test::expect_runs_agree(atl::test::train(config, *world), reference, bf16);
 }
 
 // Full recomputation reruns each layer's forward, ring attention included, inside its backward.
