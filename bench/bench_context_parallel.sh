@@ -4,9 +4,10 @@
 # against S/cp on one rank, measured in the same run: each rank's peak activation memory
 # (metrics.jsonl's activation_bytes: every allocation of the step counted, runtime/metrics/
 # allocation_peak.h) as a ratio to the short-sequence run's (the goal: within 1.10), atoll plan's
-# estimate beside it, the median step time and the seconds a step spent waiting in communication
-# (comm_wait_s: what the ring did not hide; on one CPU core per rank the ring's transfers and the
-# blocks' compute share the cores). Never fails for being slow.
+# estimate beside it, the median step time, the seconds a step spent waiting in communication
+# (comm_wait_s, every group) and of those the exposed K/V wait (kv_wait_s: the seconds a rank blocked
+# on the ring's K/V and dK/dV, what the ring did not hide; on one CPU core per rank the ring's
+# transfers and the blocks' compute share the cores). Never fails for being slow.
 # Usage: bash bench/bench_context_parallel.sh [STEPS=6] [SEQ=2048]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,7 @@ def plan_mib(name):
 
 print()
 print(f"8 layers of dim 256, one sequence per step, one thread per rank (median of steps {warmup + 1}+):")
-print(f"{'run':24s} {'activations':>12s} {'plan':>10s} {'step s':>7s} {'comm wait s':>11s}")
+print(f"{'run':24s} {'activations':>12s} {'plan':>10s} {'step s':>7s} {'comm wait s':>11s} {'K/V wait s':>10s}")
 for cp in (2, 4):
     rows = {}
     for name, label in ((f"cp{cp}", f"seq {seq}, cp {cp}"), (f"short{cp}", f"seq {seq // cp}, one rank")):
@@ -59,9 +60,11 @@ for cp in (2, 4):
         rows[name] = dict(peak=max(x["activation_bytes"] for x in r) / MiB,
                           step=statistics.median(x["step_s"] for x in r),
                           wait=statistics.median(x.get("comm_wait_s", 0.0) for x in r),
+                          kv=statistics.median(x.get("kv_wait_s", 0.0) for x in r),
                           plan=plan_mib(name))
         row = rows[name]
-        print(f"{label:24s} {row['peak']:8.1f} MiB {row['plan']:6.1f} MiB {row['step']:7.3f} {row['wait']:11.3f}")
+        kv = f"{row['kv']:10.3f}" if name.startswith("cp") else f"{'-':>10s}"
+        print(f"{label:24s} {row['peak']:8.1f} MiB {row['plan']:6.1f} MiB {row['step']:7.3f} {row['wait']:11.3f} {kv}")
     ratio = rows[f"cp{cp}"]["peak"] / rows[f"short{cp}"]["peak"]
     verdict = "met" if ratio <= 1.10 else "NOT MET"
     print(f"cp {cp}: {ratio:.2f}x the activations of seq {seq // cp} on one rank (goal <= 1.10): {verdict}")

@@ -87,6 +87,7 @@ bool flag(const Json& record, const char* key) {
 
 struct StepRecord {
   double loss = 0.0, tokens_per_s = 0.0, mfu = 0.0, step_s = 0.0, checkpoint_wait_s = 0.0;
+  std::optional<double> kv_wait_s;
   bool skipped = false;
   bool warmup = false;  // the first step after a (re)start: its throughput includes one-time costs
 };
@@ -131,6 +132,7 @@ class MetricsReader {
       r.mfu = number_or(record, "mfu", 0.0);
       r.step_s = number_or(record, "step_s", 0.0);
       r.checkpoint_wait_s = number_or(record, "checkpoint_wait_s", 0.0);
+      if (record.contains("kv_wait_s")) r.kv_wait_s = number(record, "kv_wait_s");
       r.skipped = flag(record, "skipped");
       r.warmup = next_is_warmup_;
       steps_[step] = r;
@@ -153,6 +155,7 @@ class MetricsReader {
       s.train_loss.push_back({step, r.loss});
       s.train_seconds += r.step_s;
       s.checkpoint_wait_s += r.checkpoint_wait_s;
+      if (r.kv_wait_s) s.kv_wait_s = s.kv_wait_s.value_or(0.0) + *r.kv_wait_s;
       if (r.skipped) skipped.insert(step);
       if (!r.warmup) {
         tokens_per_s.push_back(r.tokens_per_s);
@@ -393,6 +396,10 @@ std::string summary_table(const RunSummary& s) {
                                                    s.max_checkpoint_s));
   rows.emplace_back("checkpoint wait",
                     formatted("%.3f s in all (steps blocked on a checkpoint snapshot)", s.checkpoint_wait_s));
+  if (s.kv_wait_s)
+    rows.emplace_back(
+        "K/V wait",
+        formatted("%.3f s in all (context parallelism: steps blocked on the ring's K/V)", *s.kv_wait_s));
   for (const std::string& note : s.notes) rows.emplace_back("note", note);
 
   size_t width = 0;

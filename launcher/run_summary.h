@@ -54,6 +54,8 @@ struct RunSummary {
   int64_t checkpoints = 0;                                 // checkpoints written (one record each)
   double mean_checkpoint_s = 0.0, max_checkpoint_s = 0.0;  // the loop blocked saving one
   double checkpoint_wait_s = 0.0;  // total time steps blocked on a lazy checkpoint's snapshot
+  // Context parallelism: total time rank 0's steps blocked on the ring's K/V (none without cp).
+  std::optional<double> kv_wait_s;
 
   std::vector<std::string> notes;  // lines ignored and why, a config.yaml that could not be read
 };

@@ -24,6 +24,10 @@ StepCostMeter::CommTotals comm_totals(const comm::DeviceMesh& mesh) {
   totals.tp = add(mesh.tp());
   totals.dp = add(mesh.dp());
   totals.pp = add(mesh.pp());
+  // The cp group carries only ring attention's K/V (and in backward their dK/dV): its waits are
+  // what the ring did not hide behind the blocks' compute.
+  totals.cp = add(mesh.cp());
+  totals.cp_wait_seconds = mesh.cp().bytes().wait_seconds();
   add(mesh.model());
   if (mesh.embedding()) add(*mesh.embedding());
   return totals;
@@ -80,6 +84,9 @@ void StepCostMeter::finish(StepMetrics& m, const Config& config, double peak_flo
   m.dp_bytes = after.dp - comm_before_.dp;
   m.pp_bytes = after.pp - comm_before_.pp;
   m.comm_wait_seconds = after.wait_seconds - comm_before_.wait_seconds;
+  m.context_parallel = layout_.mesh->cp().size() > 1;
+  m.cp_bytes = after.cp - comm_before_.cp;
+  m.kv_wait_seconds = after.cp_wait_seconds - comm_before_.cp_wait_seconds;
   m.checkpoint_wait_seconds = checkpoint_wait_seconds;
   if (const optim::outer::IslandExchange* exchange = layout_.island_exchange.get()) {
     m.islands = true;

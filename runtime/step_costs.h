@@ -36,8 +36,9 @@ class StepCostMeter {
   // Bytes sent and seconds blocked waiting, over the groups inside an island.
   struct CommTotals {
     uint64_t bytes = 0;
-    uint64_t tp = 0, dp = 0, pp = 0;  // the main groups' shares of `bytes`
+    uint64_t tp = 0, dp = 0, pp = 0, cp = 0;  // the main groups' shares of `bytes`
     double wait_seconds = 0.0;
+    double cp_wait_seconds = 0.0;  // the cp group's share of `wait_seconds`: the ring's K/V
   };
 
  private:

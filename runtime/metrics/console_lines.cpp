@@ -35,6 +35,7 @@ std::string progress_line(const StepMetrics& m, int64_t total_steps) {
       m.tokens_per_s, 100.0 * m.mfu, format_bytes(static_cast<double>(m.rss_bytes)).c_str(),
       format_bytes(static_cast<double>(m.param_bytes + m.grad_bytes + m.optimizer_bytes)).c_str(),
       format_bytes(static_cast<double>(m.comm_bytes)).c_str(), 1e3 * m.comm_wait_seconds);
+  if (m.context_parallel) line += formatted(" | K/V wait %.1f ms", 1e3 * m.kv_wait_seconds);
   if (m.gpu_memory)
     line += formatted(" | gpu %s (reserved %s, peak %s)",
                       format_bytes(static_cast<double>(m.gpu_memory->allocated)).c_str(),

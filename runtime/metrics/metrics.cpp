@@ -69,6 +69,8 @@ JsonRecord to_json(const StepMetrics& m) {
     r.add("gpu_allocated_bytes", static_cast<int64_t>(m.gpu_memory->allocated))
         .add("gpu_reserved_bytes", static_cast<int64_t>(m.gpu_memory->reserved))
         .add("gpu_peak_bytes", static_cast<int64_t>(m.gpu_memory->peak));
+  if (m.context_parallel)
+    r.add("cp_bytes", static_cast<int64_t>(m.cp_bytes)).add("kv_wait_s", m.kv_wait_seconds);
   if (m.skipped) r.add("skipped", static_cast<int64_t>(1));
   if (m.islands)
     r.add("outer_bytes", static_cast<int64_t>(m.outer_bytes))

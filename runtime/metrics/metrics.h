@@ -28,8 +28,14 @@ struct StepMetrics {
   double step_seconds = 0.0;
   double comm_wait_seconds = 0.0;        // time blocked on communication in the step (not overlapped)
   double checkpoint_wait_seconds = 0.0;  // time blocked on a lazy checkpoint's snapshot before the update
-  uint64_t comm_bytes = 0;               // bytes this rank sent in the step inside its island (tp, dp, pp)
+  uint64_t comm_bytes = 0;  // bytes this rank sent in the step inside its island (tp, dp, pp, cp)
   uint64_t tp_bytes = 0, dp_bytes = 0, pp_bytes = 0;  // of which in the tp, dp and pp groups
+  // Context parallelism (cp > 1): the bytes ring attention sent in the step (K/V, and dK/dV in
+  // backward) and the seconds this rank blocked waiting for them -- the exposed K/V wait, the part
+  // of comm_wait_seconds the ring did not hide behind its blocks' compute.
+  bool context_parallel = false;
+  uint64_t cp_bytes = 0;
+  double kv_wait_seconds = 0.0;
   // Islands: bytes this rank sent to other islands in the step and since the start, the seconds the
   // step blocked on the outer exchange, and the link simulator's total seconds (0 without islands).
   bool islands = false;

@@ -38,6 +38,10 @@ std::vector<std::pair<std::string, double>> step_scalars(const StepMetrics& m) {
     scalars.emplace_back("memory/gpu_reserved_bytes", static_cast<double>(m.gpu_memory->reserved));
     scalars.emplace_back("memory/gpu_peak_bytes", static_cast<double>(m.gpu_memory->peak));
   }
+  if (m.context_parallel) {
+    scalars.emplace_back("comm/cp_bytes", static_cast<double>(m.cp_bytes));
+    scalars.emplace_back("comm/kv_wait_s", m.kv_wait_seconds);
+  }
   if (m.skipped) scalars.emplace_back("train/skipped", 1.0);
   if (m.islands) {
     scalars.emplace_back("outer/bytes", static_cast<double>(m.outer_bytes));

@@ -5,7 +5,7 @@
 // starts inside chunks, on chunk edges, or a row of one document). Then the whole model against one
 // rank (parity_harness.h), also with model.document_mask (alone, and with tp 2 + sequence
 // parallelism), in bf16 against bf16 on one rank, and the validation loss under document masks
-// against every document scored alone.
+// against every document scored alone; the ring's bytes and K/V wait in the step metrics.
 #include <cmath>
 #include <stdexcept>
 #include <tuple>
@@ -238,6 +238,27 @@ TEST(ContextParallelValidation, DocumentMaskedLossScoresEachDocumentAlone) {
   EXPECT_NEAR(validation, expected, 1e-5 * expected);
   const double unmasked = model.loss(batch.inputs, batch.targets).item<double>();
   EXPECT_GT(std::abs(unmasked - expected), 1e-4) << "the documents change the loss: the check can tell";
+}
+
+// The ring's step metrics: the bytes it sent, exactly -- each layer's K/V passed on cp - 1 times in
+// forward and again in backward, and their fp32 dK/dV cp times (home included) -- and the seconds
+// this rank blocked waiting for them (the exposed K/V wait), both counted apart from the other groups.
+TEST(ContextParallelMetrics, RingBytesAndKeyValueWait) {
+  const Config config = cp_layout("cp-metrics", world_size());
+  const atl::runtime::StepMetrics m = atl::test::first_step_metrics(config);
+  const int cp = config.parallel.cp;
+  const int64_t rows = config.train.global_batch / (config.parallel.dp * config.parallel.microbatches);
+  const int64_t kv_bytes =
+      rows * config.model.kv_heads * (config.model.seq / cp) * (config.model.dim / config.model.heads) * 4;
+  EXPECT_TRUE(m.context_parallel);
+  EXPECT_EQ(m.cp_bytes, static_cast<uint64_t>(config.model.layers * config.parallel.microbatches * kv_bytes *
+                                              (2 * (cp - 1) + 2 * (cp - 1) + 2 * cp)));
+  // On a GPU a wait for NCCL only orders the compute stream after the transfer: no host time to count.
+  if (atl::test::test_device() == atl::runtime::DeviceKind::kCpu) {
+    EXPECT_GT(m.kv_wait_seconds, 0.0);
+  }
+  EXPECT_LE(m.kv_wait_seconds, m.comm_wait_seconds) << "a part of all the step's waiting";
+  EXPECT_GE(m.comm_bytes, m.cp_bytes + m.dp_bytes);
 }
 
 // ZeRO 1-3 shard over the dp group, here the cp ranks alone (dp 1 x cp 2): each stage against

@@ -281,6 +281,28 @@ TEST(RunReportReader, ReadsWhatTheTrainerWrites) {
   EXPECT_EQ(s.train_loss[1].loss, 5.6183815002441406);
   EXPECT_EQ(s.skipped_steps, std::vector<int64_t>{1});
   EXPECT_TRUE(s.notes.empty());
+  EXPECT_FALSE(s.kv_wait_s.has_value()) << "no context parallelism, no K/V wait";
+}
+
+// Context parallelism's exposed K/V wait: written per step with its ring bytes, summed by the report.
+TEST(RunReportReader, SumsTheContextParallelKeyValueWait) {
+  StepMetrics first, second;
+  first.step = 1;
+  second.step = 2;
+  for (StepMetrics* m : {&first, &second}) {
+    m->loss = 3.0;
+    m->context_parallel = true;
+    m->cp_bytes = 4096;
+  }
+  first.kv_wait_seconds = 0.25;
+  second.kv_wait_seconds = 0.5;
+  const std::string line = to_json(first).str();
+  EXPECT_NE(line.find("\"cp_bytes\":4096,\"kv_wait_s\":0.25"), std::string::npos) << line;
+  std::istringstream log(line + "\n" + to_json(second).str() + "\n");
+  const RunSummary s = summarize_metrics(log);
+  ASSERT_TRUE(s.kv_wait_s.has_value());
+  EXPECT_DOUBLE_EQ(*s.kv_wait_s, 0.75);
+  EXPECT_NE(summary_table(s).find("0.750 s in all (context parallelism"), std::string::npos);
 }
 
 }  // namespace
