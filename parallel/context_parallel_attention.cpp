@@ -2,8 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <limits>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +9,7 @@
 
 #include "parallel/context_pointer.h"
 #include "parallel/document_mask.h"
+#include "parallel/ring_block_kernels.h"
 #include "parallel/ring_masks.h"
 
 namespace atl::parallel {
@@ -87,17 +86,6 @@ void merge_block(at::Tensor& out, at::Tensor& lse, const at::Tensor& block_out, 
   lse = merged;
 }
 
-// The flash kernel's mask arguments for a block: is_causal, and the additive mask or none.
-bool causal_of(const BlockMask& seen) {
-  return seen.kind == BlockMask::Kind::kCausal;
-}
-
-// In the queries' dtype: the masks are built in the model's compute dtype.
-std::optional<at::Tensor> additive_of(const BlockMask& seen, at::ScalarType dtype) {
-  return seen.kind == BlockMask::Kind::kMasked ? std::optional<at::Tensor>(seen.additive.to(dtype))
-                                               : std::nullopt;
-}
-
 c10::intrusive_ptr<RingMasks> saved_masks(AutogradContext* ctx) {
   return c10::static_intrusive_pointer_cast<RingMasks>(ctx->saved_data.at("masks").toCapsule());
 }
@@ -118,15 +106,9 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       const comm::WorkPtr arriving = step + 1 < cp ? ring.pass(kv, next_kv, kKeyValueTag) : nullptr;
       const at::Tensor keys = expand_heads(kv[0], groups), values = expand_heads(kv[1], groups);
       for (const RingMasks::Block& block : masks->step(step)) {
-        const BlockMask& seen = block.mask;
-        const auto [block_out, block_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-            chunk_of(q, block.query), chunk_of(keys, block.key), chunk_of(values, block.key),
-            /*dropout_p=*/0.0, causal_of(seen), additive_of(seen, q.scalar_type()));
-        // The kernel gives a query that sees no key of the block a log-sum-exp of 0.
-        merge_block(out[block.query], lse[block.query], block_out,
-                    seen.rows_seeing.defined()
-                        ? at::where(seen.rows_seeing, block_lse, -std::numeric_limits<double>::infinity())
-                        : block_lse);
+        const BlockAttention part = attend_block(chunk_of(q, block.query), chunk_of(keys, block.key),
+                                                 chunk_of(values, block.key), block.mask);
+        merge_block(out[block.query], lse[block.query], part.out, part.lse);
       }
       if (arriving) {
         arriving->wait();
@@ -165,13 +147,12 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       std::vector<at::Tensor> ours{at::zeros(k.sizes(), d_q.options()), at::zeros(v.sizes(), d_q.options())};
       for (const RingMasks::Block& block : masks->step(step)) {
         const int64_t a = block.query, b = block.key;
-        const auto [block_dq, block_dk, block_dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        const BlockGradients part = attend_block_backward(
             chunk_of(d_out, a).contiguous(), chunk_of(q, a), chunk_of(keys, b), chunk_of(values, b),
-            chunk_of(out, a).contiguous(), lse.narrow(2, a * chunk, chunk).contiguous(), /*dropout_p=*/0.0,
-            causal_of(block.mask), additive_of(block.mask, q.scalar_type()));
-        chunk_of(d_q, a).add_(block_dq);
-        chunk_of(ours[0], b).add_(reduce_heads(block_dk, groups));
-        chunk_of(ours[1], b).add_(reduce_heads(block_dv, groups));
+            chunk_of(out, a).contiguous(), lse.narrow(2, a * chunk, chunk).contiguous(), block.mask);
+        chunk_of(d_q, a).add_(part.dq);
+        chunk_of(ours[0], b).add_(reduce_heads(part.dk, groups));
+        chunk_of(ours[1], b).add_(reduce_heads(part.dv, groups));
       }
       if (grads_arriving) {
         grads_arriving->wait();
@@ -235,8 +216,6 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
         "ring_attention: q " + std::to_string(q.size(1)) + " heads x " + std::to_string(q.size(2)) +
         " positions, k/v " + std::to_string(k.size(1)) + " heads x " + std::to_string(k.size(2)) +
         " positions: the kv heads must divide the heads and both hold the same two chunks");
-  if (!q.device().is_cpu())
-    throw std::invalid_argument("ring_attention: runs on the CPU only so far, not on " + q.device().str());
   if (masks->cp() != cp.size() || masks->rank() != cp.rank() ||
       (masks->document_ids().defined() && masks->document_ids().size(0) != q.size(0)))
     throw std::invalid_argument("ring_attention: masks built for rank " + std::to_string(masks->rank()) +

@@ -41,8 +41,8 @@ at::Tensor take_context_chunks(const at::Tensor& full, int64_t dim, int cp, int 
 // q: [batch, heads, 2*chunk, head_dim]; k, v: [batch, kv_heads, 2*chunk, head_dim] with kv_heads
 // dividing heads (grouped-query attention: only the kv heads travel). Each holds this rank's
 // chunks as take_context_chunks(sequence, 2, ...) returns them. Returns [batch, heads, 2*chunk,
-// head_dim]: this rank's rows of the whole sequence's attention. CPU tensors (the fused flash
-// kernel's CPU variant, which returns the log-sum-exp).
+// head_dim]: this rank's rows of the whole sequence's attention. On the CPU or a GPU, each block
+// through SDPA's fused kernels that return the log-sum-exp (ring_block_kernels.h).
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           comm::Communicator& cp, bool load_balanced = true,
                           const at::Tensor& document_ids = {});

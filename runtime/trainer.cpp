@@ -96,10 +96,6 @@ struct Trainer::State {
     const ParallelConfig& p = config.parallel;
     device = choose_device(config.run.device, gpu_environment(placement, world_size), config.run.share_gpu,
                            p.islands > 1 && p.pp * p.dp * p.tp * p.cp == 1);
-    if (device.device.is_cuda() && p.cp > 1)
-      throw ConfigError({"config: parallel.cp = " + std::to_string(p.cp) +
-                         " runs ring attention on the CPU only so far, but this run chose " +
-                         device.device.str() + "; set run.device: cpu or parallel.cp: 1"});
     resolve_kernels(config, device.device,
                     hooks.fp8_emulation);  // a lever set to true this device leaves off
   }

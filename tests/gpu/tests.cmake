@@ -3,7 +3,9 @@
 # (a NCCL host id per rank); where it has none, it reports "skipped: ..." (exit 77, CTest's Skipped)
 # and is never counted as passed. Beside these, the
 # trainer-based MPI tests run again on GPUs (GPU_NP in tests/mpi/tests.cmake): parity for DP, TP+SP,
-# every pipeline schedule, ZeRO-3, bf16 and islands, and bitwise checkpoint resume.
+# every pipeline schedule, ZeRO-3, bf16 and islands, and bitwise checkpoint resume; context
+# parallelism (gpu_test_context_parallel_np{2,4}: ring attention on the GPU against cp 1 on the GPU,
+# fp32 and bf16, with document masks, with TP+SP, PP, ZeRO and recompute).
 if(ATOLL_CUDA)
   atoll_mpi_test(test_nccl DIR gpu GPU_NP 1 2 8 DEPS atoll_comm)
   atoll_mpi_test(test_gpu_matches_cpu DIR gpu GPU_NP 1 TIMEOUT 600)

@@ -5,7 +5,7 @@ atoll_mpi_test(test_device_mesh NP 8 DEPS atoll_comm)
 atoll_mpi_test(test_layout_parity NP 2 4 GPU_NP 2 4 TIMEOUT 600)
 atoll_mpi_test(test_grad_clip NP 2 DEPS atoll_optim atoll_parallel)
 atoll_mpi_test(test_tensor_parallel NP 2 4 DEPS atoll_parallel)
-atoll_mpi_test(test_context_parallel NP 2 4)
+atoll_mpi_test(test_context_parallel NP 2 4 GPU_NP 2 4 TIMEOUT 600)  # on GPUs: ring attention through SDPA's flash/efficient kernels against cp 1
 atoll_mpi_test(test_pipeline_parity NP 2 4 8 GPU_NP 2 4 8 TIMEOUT 600)
 atoll_mpi_test(test_zero_parity NP 2 4 GPU_NP 2 4 TIMEOUT 900)
 atoll_mpi_test(test_recompute NP 2 8 GPU_NP 2 8 TIMEOUT 600)
