@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   const int tokens = argc > 2 ? std::atoi(argv[2]) : 200;
   at::set_num_threads(1);
   const atl::runtime::TrainedModel trained = atl::runtime::load_trained_model(path);
-  const std::vector<uint32_t> encoded = trained.tokenizer->encode("The built-in function ");
+  const std::vector<uint32_t> encoded =
+      atl::runtime::encode_prompt(*trained.tokenizer, "The built-in function ");
   const std::vector<int64_t> prompt(encoded.begin(), encoded.end());
   const int budget = std::min<int>(tokens, trained.config.seq - static_cast<int>(prompt.size()));
 

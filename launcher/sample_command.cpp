@@ -1,6 +1,7 @@
 // `atoll sample MODEL --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]`:
 // text generated with a KV cache from a checkpoint (any layout, loaded into this one process) or a
-// Hugging Face directory, decoded with the model's own tokenizer (bytes or SentencePiece pieces).
+// Hugging Face directory, decoded with the model's own tokenizer; the prompt begins as a prepared
+// document does (the tokenizer's BOS, where `atoll data prepare` puts one before each document).
 #include <iostream>
 #include <string_view>
 
@@ -42,12 +43,13 @@ int sample_command(const Args& args) {
   // On stderr, so that the text on stdout stays only the text.
   std::cerr << "sample: " << trained.source << ", tokenizer " << tokenizer.description() << "\n";
   const std::string prompt = o.get("--prompt", "");
-  const std::vector<uint32_t> encoded = tokenizer.encode(prompt);
+  // Begun as training documents were (Llama 3: <|begin_of_text|> first); printed without it.
+  const std::vector<uint32_t> encoded = runtime::encode_prompt(tokenizer, prompt);
   if (static_cast<int64_t>(encoded.size()) > trained.config.seq)
     throw std::invalid_argument("--prompt is " + std::to_string(encoded.size()) +
                                 " tokens, longer than model.seq = " + std::to_string(trained.config.seq) +
                                 "; shorten it");
-  if (encoded.empty()) throw std::invalid_argument("--prompt is empty; pass some text");
+  if (prompt.empty() || encoded.empty()) throw std::invalid_argument("--prompt is empty; pass some text");
   options.stop_token = tokenizer.eos_id();
   runtime::CachedDecoder decoder(trained, {tokenizer.bos_id(), tokenizer.eos_id()});
   std::vector<uint32_t> generated;

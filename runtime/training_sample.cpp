@@ -17,7 +17,8 @@ std::unique_ptr<Tokenizer> load_training_tokenizer(const Config& config) {
                        std::to_string(tokenizer->vocab_size()) + " pieces but model.vocab is " +
                        std::to_string(config.model.vocab) +
                        "; set model.vocab: " + std::to_string(tokenizer->vocab_size())});
-  const size_t prompt = tokenizer->encode(config.train.sample_prompt).size();
+  const std::string& text = config.train.sample_prompt;
+  const size_t prompt = text.empty() ? 0 : encode_prompt(*tokenizer, text).size();
   if (config.train.sample_every > 0 && (prompt == 0 || prompt > static_cast<size_t>(config.model.seq)))
     throw ConfigError({"train.sample_prompt: '" + config.train.sample_prompt + "' is " +
                        std::to_string(prompt) +
@@ -75,7 +76,7 @@ std::string sample_text(const Config& config, const std::map<std::string, at::Te
   trained.config = config.model;
   trained.weights = weights;
   CachedDecoder decoder(trained, {tokenizer.bos_id(), tokenizer.eos_id()});
-  const std::vector<uint32_t> prompt = tokenizer.encode(config.train.sample_prompt);
+  const std::vector<uint32_t> prompt = encode_prompt(tokenizer, config.train.sample_prompt);
   SamplingOptions options;
   options.max_tokens = config.train.sample_tokens;
   options.temperature = 1.0;

@@ -5,13 +5,6 @@
 
 namespace atl::runtime {
 
-int document_bos(const Tokenizer& tokenizer) {
-  const std::string kind = tokenizer.description();
-  // SentencePiece and bytes keep the joined text their shards always had.
-  const bool bpe = kind.rfind("tiktoken", 0) == 0 || kind.rfind("tokenizer.json", 0) == 0;
-  return bpe ? tokenizer.bos_id() : -1;
-}
-
 SideEncoder::SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards)
     : pipeline_(pipeline), shards_(shards), bos_(document_bos(tokenizer)) {}
 

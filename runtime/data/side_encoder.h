@@ -23,9 +23,6 @@ namespace atl::runtime {
 
 constexpr size_t kPieceBytes = size_t{1} << 20;
 
-// The BOS token each document starts with, or -1 when documents are joined as text.
-int document_bos(const Tokenizer& tokenizer);
-
 class SideEncoder {
  public:
   SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards);

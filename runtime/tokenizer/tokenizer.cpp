@@ -59,4 +59,19 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   return model_tokenizer(serialized, spec);
 }
 
+int document_bos(const Tokenizer& tokenizer) {
+  const std::string kind = tokenizer.description();
+  // SentencePiece and bytes keep the joined text their shards always had.
+  const bool bpe = kind.rfind("tiktoken", 0) == 0 || kind.rfind("tokenizer.json", 0) == 0;
+  return bpe ? tokenizer.bos_id() : -1;
+}
+
+std::vector<uint32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text) {
+  std::vector<uint32_t> ids;
+  if (const int bos = document_bos(tokenizer); bos >= 0) ids.push_back(static_cast<uint32_t>(bos));
+  const std::vector<uint32_t> text_ids = tokenizer.encode(text);
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  return ids;
+}
+
 }  // namespace atl::runtime

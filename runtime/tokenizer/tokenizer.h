@@ -50,4 +50,11 @@ std::unique_ptr<Tokenizer> tokenizer_from_serialized(const std::string& serializ
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 constexpr const char* kByteTokenizer = "bytes";
 
+// The token `atoll data prepare --documents` writes before each document for this tokenizer, or -1
+// when it joins documents as text.
+int document_bos(const Tokenizer& tokenizer);
+// A prompt's ids, begun as a prepared document begins (the document BOS, when there is one), so that
+// the model continues it as it learned to continue a document's text.
+std::vector<uint32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text);
+
 }  // namespace atl::runtime

@@ -23,6 +23,7 @@
 #include "runtime/data/token_shard.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/error_of.h"
+#include "tests/small_tokenizer_json.h"
 #include "tests/temp_dir_test.h"
 
 namespace fs = std::filesystem;
@@ -475,6 +476,39 @@ TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
             read_text(files[0]) + "\n" + read_text(files[1]));
   EXPECT_TRUE(fs::exists(path("plain/tokenizer.model")));
   EXPECT_EQ(plain_result.manifest_path, path("plain/MANIFEST.txt"));
+}
+
+// `atoll sample` begins a prompt as `data prepare --documents` began each training document: after
+// the BOS with a Llama-3-style tokenizer, with nothing before it with bytes (documents joined).
+TEST_F(PrepareDocuments, APromptBeginsAsEachPreparedDocumentBegan) {
+  std::vector<std::string> files;
+  for (int d = 0; d < 10; ++d)
+    files.push_back(
+        write_file("doc" + std::to_string(d) + ".txt",
+                   "hello number " + std::to_string(d) + "\nhell " + std::to_string(d * d) + "\n"));
+  const std::string llama_style = write_file("tokenizer.json", atl::test::small_tokenizer_json().dump());
+  for (const std::string& model : {llama_style, std::string("bytes")}) {
+    SCOPED_TRACE(model);
+    PrepareOptions options = documents_for(files, path("out-" + std::to_string(model.size())), 0.5);
+    options.tokenizer = model;
+    const PrepareResult result = prepare_shards(options);
+    const std::unique_ptr<atl::runtime::Tokenizer> tokenizer = atl::runtime::load_tokenizer(model);
+    const bool bos = model != "bytes";
+    EXPECT_EQ(atl::runtime::document_bos(*tokenizer), bos ? 259 : -1);
+    // The training text's documents, each encoded as a prompt, one after another (joined with bytes).
+    const std::string text = read_text(result.train_text_path);
+    std::vector<uint32_t> prompts;
+    for (size_t start = 0, end = 0; start < text.size(); start = end + 2) {
+      end = std::min(text.find("\n\n", start), text.size());
+      const std::vector<uint32_t> ids =
+          atl::runtime::encode_prompt(*tokenizer, text.substr(start, end - start));
+      ASSERT_EQ(ids.front(), bos ? 259u : static_cast<uint32_t>('h'));
+      if (!bos && !prompts.empty()) prompts.insert(prompts.end(), {'\n', '\n'});
+      prompts.insert(prompts.end(), ids.begin(), ids.end());
+    }
+    const std::vector<int64_t> shard = read_all(TokenShard(result.train_path));
+    EXPECT_EQ(std::vector<int64_t>(prompts.begin(), prompts.end()), shard);
+  }
 }
 
 TEST_F(PrepareDocuments, RejectsBadInputWithOneLineAndWritesNothing) {

@@ -120,6 +120,8 @@ TEST_F(TiktokenBpeTest, EncodesDecodesAndCarriesLlama3sSpecialTokens) {
   EXPECT_EQ(tokenizer.eos_id(), 128001);
   EXPECT_EQ(tokenizer.description(), "tiktoken BPE, Llama 3 (vocab 128256)");
   EXPECT_EQ(tokenizer.encode("hi hi"), (std::vector<uint32_t>{256, ' ', 256}));
+  EXPECT_EQ(atl::runtime::encode_prompt(tokenizer, "hi hi"), (std::vector<uint32_t>{128000, 256, ' ', 256}))
+      << "a prompt begins as a prepared document: <|begin_of_text|> first";
   EXPECT_EQ(tokenizer.decode({128000, 256, 128011, 128012, 128255, 128256}),
             "<|begin_of_text|>hi<|image|><|reserved_special_token_2|><|reserved_special_token_245|>")
       << "specials decode to their text, ids past the vocab to nothing";
