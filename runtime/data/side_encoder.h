@@ -3,11 +3,12 @@
 // SplitShards -- never the whole side in memory.
 //
 // Two ways to frame documents, as the tokenizer's family expects:
-//   joined  (bytes, SentencePiece): the side is one text -- documents with a blank line between
-//           them, or files with a newline -- encoded in pieces of about kPieceBytes, each cut after
-//           a newline, exactly as if the whole text were cut at once;
-//   bos     (Llama 3's tiktoken BPE, tokenizer.json with a BOS token): each document is encoded on
-//           its own, its tokens after the BOS token.
+//   joined  (bytes, or any tokenizer without --documents): the side is one text -- documents with
+//           a blank line between them, or files with a newline -- encoded in pieces of about
+//           kPieceBytes, each cut after a newline, exactly as if the whole text were cut at once;
+//   bos     (documents, with a tokenizer that has a BOS: SentencePiece, Llama 3's tiktoken BPE, a
+//           tokenizer.json with one): each document is encoded on its own, its tokens after the
+//           BOS token, which is how the loader finds where documents start.
 #pragma once
 
 #include <cstdint>

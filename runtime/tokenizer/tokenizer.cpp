@@ -59,11 +59,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   return model_tokenizer(serialized, spec);
 }
 
+// Every tokenizer with a BOS frames documents with it (SentencePiece's <s> as Llama 2 does, Llama 3's
+// <|begin_of_text|>), so the loader finds each document's start by that token; bytes have none.
 int document_bos(const Tokenizer& tokenizer) {
-  const std::string kind = tokenizer.description();
-  // SentencePiece and bytes keep the joined text their shards always had.
-  const bool bpe = kind.rfind("tiktoken", 0) == 0 || kind.rfind("tokenizer.json", 0) == 0;
-  return bpe ? tokenizer.bos_id() : -1;
+  return tokenizer.bos_id();
 }
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text) {

@@ -44,7 +44,8 @@ for sample in ("the quick brown fox 1234 jumps", "  Indented line\n\tand a tab: 
     check(ours == theirs, f"subword: AutoTokenizer encodes {sample[:20]!r} to Atoll's ids", f"{ours} vs {theirs}")
 sp_model_hf, bad_keys, warnings = load_exported(sp_export)
 check(not bad_keys and not warnings, "subword: from_pretrained without missing/unexpected keys", f"{bad_keys}")
-prompt_ids = tokenizer.encode(PROMPT)
+# Atoll begins a prompt as data prepare --documents begins a document: after SentencePiece's <s>.
+prompt_ids = [tokenizer.bos_token_id] + tokenizer.encode(PROMPT)
 r = run([args.atoll, "sample", sp_export, "--prompt", PROMPT, "--temperature", "0", "--max-tokens", "12", "--ids", "yes"])
 ours = [int(t) for t in r.stdout.split()]
 with torch.no_grad():
@@ -54,7 +55,7 @@ theirs = out[0, len(prompt_ids):].tolist()
 check(ours == theirs, "subword: greedy atoll sample equals generate()", f"{ours} vs {theirs}")
 r = run([args.atoll, "sample", f"{work}/subword/checkpoints", "--prompt", PROMPT, "--temperature", "0",
          "--max-tokens", "12"])
-check(r.stdout.rstrip("\n") == tokenizer.decode(prompt_ids + theirs),
+check(r.stdout.rstrip("\n") == tokenizer.decode(prompt_ids[1:] + theirs),
       "subword: atoll sample from the checkpoint prints transformers' decoding of the same ids",
       f"{r.stdout!r} vs {tokenizer.decode(prompt_ids + theirs)!r}")
 bad_input("data.tokenizer of another vocabulary",

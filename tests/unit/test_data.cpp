@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/batches.h"
 #include "runtime/data/data_prepare.h"
 #include "runtime/data/sample_order.h"
 #include "runtime/data/token_shard.h"
@@ -427,6 +428,22 @@ TEST_F(PrepareDocuments, ReadsInputsFromAListAfterTheNamedOnes) {
     EXPECT_NE(all.find(text), std::string::npos) << all;
 }
 
+// A prepared side's documents (its .txt: documents with a blank line between them), each encoded as
+// `atoll sample` encodes a prompt, one after another -- joined by the blank line where the tokenizer
+// frames documents with no BOS.
+std::vector<int64_t> prompts_of(const std::string& text, const atl::runtime::Tokenizer& tokenizer) {
+  const bool bos = atl::runtime::document_bos(tokenizer) >= 0;
+  std::vector<int64_t> ids;
+  for (size_t start = 0, end = 0; start < text.size(); start = end + 2) {
+    end = std::min(text.find("\n\n", start), text.size());
+    if (!bos && !ids.empty()) ids.insert(ids.end(), {'\n', '\n'});
+    const std::vector<uint32_t> prompt =
+        atl::runtime::encode_prompt(tokenizer, text.substr(start, end - start));
+    ids.insert(ids.end(), prompt.begin(), prompt.end());
+  }
+  return ids;
+}
+
 TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
   std::vector<std::string> files, texts;
   for (int d = 0; d < 8; ++d) {
@@ -447,13 +464,33 @@ TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
       atl::runtime::load_tokenizer(result.tokenizer_path);
   EXPECT_EQ(tokenizer->vocab_size(), 300);
   ASSERT_GT(result.documents.val, 0);
-  // The shards are the text files encoded, in fewer tokens than bytes.
+  // The shards are the text files' documents encoded, each after SentencePiece's BOS, in fewer tokens
+  // than bytes.
+  ASSERT_EQ(atl::runtime::document_bos(*tokenizer), 1);
   for (const auto& [shard, text] : {std::pair{result.train_path, result.train_text_path},
                                     std::pair{result.val_path, result.val_text_path}}) {
     const std::vector<int64_t> tokens = read_all(TokenShard(shard));
-    EXPECT_EQ(tokenizer->decode(std::vector<uint32_t>(tokens.begin(), tokens.end())), read_text(text));
+    EXPECT_EQ(tokens, prompts_of(read_text(text), *tokenizer));
     EXPECT_LT(tokens.size(), read_text(text).size());
   }
+  const std::vector<int64_t> train_tokens = read_all(TokenShard(result.train_path));
+  EXPECT_EQ(std::count(train_tokens.begin(), train_tokens.end(), 1), result.documents.train);
+  // So the loader finds where each document starts (what model.document_mask needs): in every
+  // sequence of 32 (+1) tokens in file order, at the offsets of the BOS tokens inside it.
+  constexpr int kSeq = 32;
+  const atl::runtime::TokenBatch batch =
+      atl::runtime::open_sequence_source({{result.train_path}}, atl::runtime::DataSplit::kVal, kSeq, 300, 0,
+                                         {tokenizer->bos_id(), tokenizer->eos_id()})
+          ->in_order(0, static_cast<int64_t>(train_tokens.size() - 1) / kSeq);
+  int64_t found = 0;
+  for (size_t i = 0; i < batch.document_starts.size(); ++i) {
+    std::vector<int32_t> expected;
+    for (size_t k = 1; k < kSeq; ++k)
+      if (train_tokens[i * kSeq + k] == 1) expected.push_back(static_cast<int32_t>(k));
+    EXPECT_EQ(batch.document_starts[i], expected) << "sequence " << i;
+    found += static_cast<int64_t>(expected.size());
+  }
+  EXPECT_GT(found, 0);
   const std::string manifest = read_text(result.manifest_path);
   EXPECT_NE(manifest.find("tokenizer: sentencepiece (vocab 300), trained on train.txt\n"), std::string::npos)
       << manifest;
@@ -495,19 +532,10 @@ TEST_F(PrepareDocuments, APromptBeginsAsEachPreparedDocumentBegan) {
     const std::unique_ptr<atl::runtime::Tokenizer> tokenizer = atl::runtime::load_tokenizer(model);
     const bool bos = model != "bytes";
     EXPECT_EQ(atl::runtime::document_bos(*tokenizer), bos ? 259 : -1);
-    // The training text's documents, each encoded as a prompt, one after another (joined with bytes).
-    const std::string text = read_text(result.train_text_path);
-    std::vector<uint32_t> prompts;
-    for (size_t start = 0, end = 0; start < text.size(); start = end + 2) {
-      end = std::min(text.find("\n\n", start), text.size());
-      const std::vector<uint32_t> ids =
-          atl::runtime::encode_prompt(*tokenizer, text.substr(start, end - start));
-      ASSERT_EQ(ids.front(), bos ? 259u : static_cast<uint32_t>('h'));
-      if (!bos && !prompts.empty()) prompts.insert(prompts.end(), {'\n', '\n'});
-      prompts.insert(prompts.end(), ids.begin(), ids.end());
-    }
     const std::vector<int64_t> shard = read_all(TokenShard(result.train_path));
-    EXPECT_EQ(std::vector<int64_t>(prompts.begin(), prompts.end()), shard);
+    ASSERT_FALSE(shard.empty());
+    EXPECT_EQ(shard.front(), bos ? 259 : 'h');
+    EXPECT_EQ(shard, prompts_of(read_text(result.train_text_path), *tokenizer));
   }
 }
 
