@@ -311,14 +311,23 @@ printf '\x1f\x8b\x08\x00garbage, not deflate data' >"$work/corrupt.jsonl.gz"
 printf 'some text\n' | gzip -c >"$work/text.txt.gz"
 printf 'PK\x03\x04 a zip archive' >"$work/archive.zip"
 printf 'caf\xe9 in Latin-1\n' >"$work/latin1.txt"
-"$(dirname "$errors_doc")/../.venv/bin/python" -c 'import sys, pyarrow, pyarrow.parquet as pq; pq.write_table(pyarrow.table({"body": ["a"]}), sys.argv[1])' \
-  "$work/nocolumn.parquet"
+printf '{"text": "a"}\n' >"$work/plain.jsonl.zst"
+printf '{"text": "a"}\n' >"$work/text.parquet"
+"$(dirname "$errors_doc")/../.venv/bin/python" -c 'import sys, pyarrow, pyarrow.parquet as pq
+pq.write_table(pyarrow.table({"body": ["a"]}), sys.argv[1])
+pq.write_table(pyarrow.table({"text": ["a", None]}), sys.argv[2])' "$work/nocolumn.parquet" "$work/null.parquet"
 expect_cli_error prepare_bad_json 2 "data prepare: input $work/bad.jsonl line 2 is not JSON \(.*\); fix the line, or pass --skip-bad-records to skip such records" \
   data prepare --documents --out "$work/data3" "$work/bad.jsonl"
 expect_cli_error prepare_missing_field 2 "data prepare: input $work/field.jsonl line 1 has no field \"text\" \(its fields: content\); pass --text-field NAME to read another field, or pass --skip-bad-records" \
   data prepare --documents --out "$work/data3" "$work/field.jsonl"
 expect_cli_error prepare_parquet_column 2 "data prepare: input $work/nocolumn.parquet \(Parquet\) has no column \"text\" \(its columns: body\); pass --text-field NAME" \
   data prepare --documents --out "$work/data3" "$work/nocolumn.parquet"
+expect_cli_error prepare_parquet_null 2 "data prepare: input $work/null.parquet row 1 of row group 0 has a null \"text\"; drop such rows, or pass --skip-bad-records" \
+  data prepare --documents --out "$work/data3" "$work/null.parquet"
+expect_cli_error prepare_not_parquet 2 "data prepare: input $work/text.parquet is named .parquet but does not start with Parquet's PAR1; re-download or rewrite it" \
+  data prepare --documents --out "$work/data3" "$work/text.parquet"
+expect_cli_error prepare_not_compressed 2 "data prepare: input $work/plain.jsonl.zst is named as compressed but its bytes are not gzip or Zstandard; re-download it" \
+  data prepare --documents --out "$work/data3" "$work/plain.jsonl.zst"
 expect_cli_error prepare_corrupt_zst 2 "data prepare: input $work/corrupt.jsonl.zst has a corrupt zstd frame \(.*\) near compressed byte [0-9]+; check it with .zstd -t. and re-download or recompress it" \
   data prepare --documents --out "$work/data3" "$work/corrupt.jsonl.zst"
 expect_cli_error prepare_corrupt_gzip 2 "data prepare: input $work/corrupt.jsonl.gz is corrupt \(zlib: .*\) near compressed byte [0-9]+; check it with .gzip -t." \
