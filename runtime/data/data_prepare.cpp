@@ -153,7 +153,7 @@ class Progress {
 struct Side {
   std::ofstream* text = nullptr;
   SideEncoder* encoder = nullptr;
-  bool bos = false;  // the encoder frames documents with BOS rather than joining them
+  bool framed = false;  // the encoder frames documents with a BOS or EOS token rather than joining them
   int64_t bytes = 0;
   bool started = false;
 
@@ -163,11 +163,11 @@ struct Side {
     if (encoder) encoder->add_text(bytes_in, source, documents);
     bytes += static_cast<int64_t>(bytes_in.size());
   }
-  // Appends a document: a blank line before it unless first; with BOS framing, encoded alone.
+  // Appends a document: a blank line before it unless first; framed, encoded alone.
   void add_document(std::string document, int source) {
     const std::string_view separator = started ? "\n\n" : "";
     started = true;
-    if (!bos) {
+    if (!framed) {
       append(separator, source, 0);
       append(document, source, 1);
       return;
@@ -342,8 +342,10 @@ std::string manifest_of(const PrepareResult& r, const PrepareOptions& options, c
                     fnv1a(tokenizer.serialized().empty() ? kByteTokenizer : tokenizer.serialized())));
   text += "tokenizer hash: fnv1a-64 " + std::string(hash) + "\n";
   text += "documents framed: " +
-          std::string(document_bos(tokenizer) >= 0 && options.documents ? "BOS token before each"
-                                                                        : "joined as text") +
+          std::string(!options.documents             ? "joined as text"
+                      : document_bos(tokenizer) >= 0 ? "BOS token before each"
+                      : document_eos(tokenizer) >= 0 ? "EOS token after each"
+                                                     : "joined as text") +
           "\n";
   text += "records read: " + std::to_string(c.records) +
           ", bad records skipped: " + std::to_string(c.skipped) + "\n";
@@ -505,7 +507,8 @@ PrepareResult prepare_shards(const PrepareOptions& options) {
       val_encoder(*tokenizer, pipeline, val_shards);
   sides[0].encoder = &train_encoder;
   sides[1].encoder = &val_encoder;
-  for (Side& side : sides) side.bos = options.documents && document_bos(*tokenizer) >= 0;
+  for (Side& side : sides)
+    side.framed = options.documents && (document_bos(*tokenizer) >= 0 || document_eos(*tokenizer) >= 0);
   result.documents = read_pass(inputs, options, sides, progress);
   check_sides(result.documents);
   train_encoder.finish();

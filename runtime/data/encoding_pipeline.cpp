@@ -37,6 +37,7 @@ void EncodingPipeline::work() {
         if (piece.bos >= 0) tokens[i].push_back(static_cast<uint32_t>(piece.bos));
         const std::vector<uint32_t> ids = tokenizer_.encode(piece.text);
         tokens[i].insert(tokens[i].end(), ids.begin(), ids.end());
+        if (piece.eos >= 0) tokens[i].push_back(static_cast<uint32_t>(piece.eos));
       }
     } catch (...) {
       failure = std::current_exception();

@@ -26,6 +26,7 @@ struct Piece {
   std::vector<int> sources;  // the inputs whose text is in it
   int64_t documents = 0;     // documents that start in it
   int bos = -1;              // a token written before the text's own (Llama 3's BOS), or -1
+  int eos = -1;              // a token written after them (an EOS where there is no BOS), or -1
 };
 
 class EncodingPipeline {

@@ -6,7 +6,7 @@
 namespace atl::runtime {
 
 SideEncoder::SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards)
-    : pipeline_(pipeline), shards_(shards), bos_(document_bos(tokenizer)) {}
+    : pipeline_(pipeline), shards_(shards), bos_(document_bos(tokenizer)), eos_(document_eos(tokenizer)) {}
 
 void SideEncoder::add_text(std::string_view text, int source, int64_t documents) {
   if (pending_sources_.empty() || pending_sources_.back().second != source)
@@ -18,7 +18,7 @@ void SideEncoder::add_text(std::string_view text, int source, int64_t documents)
 }
 
 void SideEncoder::add_document(std::string text, int source) {
-  queue({std::move(text), {source}, 1, bos_});
+  queue({std::move(text), {source}, 1, bos_, eos_});
 }
 
 // Cuts pieces off pending_ as the whole text would be cut: after the first newline at or past

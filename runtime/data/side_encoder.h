@@ -8,7 +8,9 @@
 //           kPieceBytes, each cut after a newline, exactly as if the whole text were cut at once;
 //   bos     (documents, with a tokenizer that has a BOS: SentencePiece, Llama 3's tiktoken BPE, a
 //           tokenizer.json with one): each document is encoded on its own, its tokens after the
-//           BOS token, which is how the loader finds where documents start.
+//           BOS token, which is how the loader finds where documents start;
+//   eos     (documents, with a tokenizer that has an EOS but no BOS: Qwen 2's tokenizer.json):
+//           each document encoded on its own, the EOS token after its tokens.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ class SideEncoder {
   SideEncoder(const Tokenizer& tokenizer, EncodingPipeline& pipeline, SplitShards& shards);
   // Joined framing: more of the side's text, from input `source`; `documents` start in it.
   void add_text(std::string_view text, int source, int64_t documents);
-  // BOS framing: one whole document from input `source`.
+  // BOS or EOS framing: one whole document from input `source`.
   void add_document(std::string text, int source);
   // Hands what is left (the text after the last cut) to the pipeline.
   void finish();
@@ -41,7 +43,7 @@ class SideEncoder {
 
   EncodingPipeline& pipeline_;
   SplitShards& shards_;
-  int bos_;
+  int bos_, eos_;
   // Joined framing: text not yet cut into a piece, with where each source's bytes and each document
   // start in it.
   std::string pending_;

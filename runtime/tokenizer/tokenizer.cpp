@@ -65,6 +65,10 @@ int document_bos(const Tokenizer& tokenizer) {
   return tokenizer.bos_id();
 }
 
+int document_eos(const Tokenizer& tokenizer) {
+  return tokenizer.bos_id() >= 0 ? -1 : tokenizer.eos_id();
+}
+
 std::vector<uint32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text) {
   std::vector<uint32_t> ids;
   if (const int bos = document_bos(tokenizer); bos >= 0) ids.push_back(static_cast<uint32_t>(bos));

@@ -56,5 +56,8 @@ int document_bos(const Tokenizer& tokenizer);
 // A prompt's ids, begun as a prepared document begins (the document BOS, when there is one), so that
 // the model continues it as it learned to continue a document's text.
 std::vector<uint32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text);
+// The token `atoll data prepare --documents` writes after each document when the tokenizer has an EOS
+// but no BOS to put before it (Qwen 2's <|endoftext|>), or -1.
+int document_eos(const Tokenizer& tokenizer);
 
 }  // namespace atl::runtime

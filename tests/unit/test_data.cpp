@@ -429,17 +429,19 @@ TEST_F(PrepareDocuments, ReadsInputsFromAListAfterTheNamedOnes) {
 }
 
 // A prepared side's documents (its .txt: documents with a blank line between them), each encoded as
-// `atoll sample` encodes a prompt, one after another -- joined by the blank line where the tokenizer
-// frames documents with no BOS.
+// `atoll sample` encodes a prompt and followed by the EOS where the tokenizer frames documents with
+// that, one after another -- joined by the blank line where the tokenizer has neither BOS nor EOS.
 std::vector<int64_t> prompts_of(const std::string& text, const atl::runtime::Tokenizer& tokenizer) {
-  const bool bos = atl::runtime::document_bos(tokenizer) >= 0;
+  const int eos = atl::runtime::document_eos(tokenizer);
+  const bool framed = atl::runtime::document_bos(tokenizer) >= 0 || eos >= 0;
   std::vector<int64_t> ids;
   for (size_t start = 0, end = 0; start < text.size(); start = end + 2) {
     end = std::min(text.find("\n\n", start), text.size());
-    if (!bos && !ids.empty()) ids.insert(ids.end(), {'\n', '\n'});
+    if (!framed && !ids.empty()) ids.insert(ids.end(), {'\n', '\n'});
     const std::vector<uint32_t> prompt =
         atl::runtime::encode_prompt(tokenizer, text.substr(start, end - start));
     ids.insert(ids.end(), prompt.begin(), prompt.end());
+    if (eos >= 0) ids.push_back(eos);
   }
   return ids;
 }
@@ -516,26 +518,43 @@ TEST_F(PrepareDocuments, TrainsATokenizerOnTheTrainingTextReproducibly) {
 }
 
 // `atoll sample` begins a prompt as `data prepare --documents` began each training document: after
-// the BOS with a Llama-3-style tokenizer, with nothing before it with bytes (documents joined).
+// the BOS with a Llama-3-style tokenizer, with nothing before it with bytes (documents joined) or with
+// a Qwen-2-style tokenizer (an EOS, no BOS: the EOS after each document marks where the next starts).
 TEST_F(PrepareDocuments, APromptBeginsAsEachPreparedDocumentBegan) {
   std::vector<std::string> files;
   for (int d = 0; d < 10; ++d)
     files.push_back(
         write_file("doc" + std::to_string(d) + ".txt",
                    "hello number " + std::to_string(d) + "\nhell " + std::to_string(d * d) + "\n"));
-  const std::string llama_style = write_file("tokenizer.json", atl::test::small_tokenizer_json().dump());
-  for (const std::string& model : {llama_style, std::string("bytes")}) {
-    SCOPED_TRACE(model);
-    PrepareOptions options = documents_for(files, path("out-" + std::to_string(model.size())), 0.5);
-    options.tokenizer = model;
+  nlohmann::json eos_only = atl::test::small_tokenizer_json();
+  eos_only["added_tokens"][0]["content"] = "<|im_start|>";
+  eos_only["added_tokens"][1]["content"] = "<|endoftext|>";
+  struct Case {
+    std::string model;
+    int bos, eos;  // document_bos and document_eos
+    const char* framing;
+  };
+  for (const Case& c : {Case{write_file("llama.json", atl::test::small_tokenizer_json().dump()), 259, -1,
+                             "BOS token before each"},
+                        Case{write_file("qwen.json", eos_only.dump()), -1, 260, "EOS token after each"},
+                        Case{"bytes", -1, -1, "joined as text"}}) {
+    SCOPED_TRACE(c.model);
+    PrepareOptions options = documents_for(files, path("out-" + std::to_string(c.model.size())), 0.5);
+    options.tokenizer = c.model;
     const PrepareResult result = prepare_shards(options);
-    const std::unique_ptr<atl::runtime::Tokenizer> tokenizer = atl::runtime::load_tokenizer(model);
-    const bool bos = model != "bytes";
-    EXPECT_EQ(atl::runtime::document_bos(*tokenizer), bos ? 259 : -1);
+    const std::unique_ptr<atl::runtime::Tokenizer> tokenizer = atl::runtime::load_tokenizer(c.model);
+    EXPECT_EQ(atl::runtime::document_bos(*tokenizer), c.bos);
+    EXPECT_EQ(atl::runtime::document_eos(*tokenizer), c.eos);
     const std::vector<int64_t> shard = read_all(TokenShard(result.train_path));
     ASSERT_FALSE(shard.empty());
-    EXPECT_EQ(shard.front(), bos ? 259 : 'h');
+    EXPECT_EQ(shard.front(), c.bos >= 0 ? c.bos : static_cast<int64_t>(tokenizer->encode("hello").front()))
+        << "every document begins with hello";
     EXPECT_EQ(shard, prompts_of(read_text(result.train_text_path), *tokenizer));
+    if (c.eos >= 0) {
+      EXPECT_EQ(std::count(shard.begin(), shard.end(), c.eos), result.documents.train);
+    }
+    EXPECT_NE(read_text(result.manifest_path).find(std::string("documents framed: ") + c.framing + "\n"),
+              std::string::npos);
   }
 }
 
