@@ -118,8 +118,14 @@ MetRound IslandRounds::meet(int64_t round, int attempt, comm::DeviceMesh& mesh,
       // phi() and momentum() are the optimizer's own tensors: the broadcast lands in place.
       group.broadcast(outer.phi(), source)->wait();
       group.broadcast(outer.momentum(), source)->wait();
+      // Delayed DiLoCo: the previous round's result, in flight until this boundary's step applies it.
+      const int64_t boundary = round * inner_steps_;
+      const at::Tensor in_flight = outer.in_flight_before(boundary);
+      if (in_flight.defined()) group.broadcast(in_flight, source)->wait();
       if (static_cast<double>(phi_round_) < newest) {
         outer.write_values(outer.phi());  // theta = phi: its pseudo-gradient is exactly zero
+        if (in_flight.defined()) outer.take_in_flight(boundary, in_flight);
+        outer.clear_error_feedback();
         phi_round_ = static_cast<int64_t>(newest);
         met.caught_up = true;
       }

@@ -21,11 +21,36 @@ void IslandSteps::outer_syncs(int64_t step) {
 }
 
 int IslandSteps::outer_round(int64_t round) {
+  settle_in_flight(round - 1);
+  const int64_t boundary = round * layout_.rounds->inner_steps();
+  return meet_until_counted(round, 0, [&] {
+    outer_syncs(boundary);
+    return !layout_.outer->own_exchange_pending();
+  });
+}
+
+void IslandSteps::settle_in_flight(int64_t round) {
+  optim::outer::OuterOptimizer& outer = *layout_.outer;
+  try {
+    if (!outer.finish_in_flight()) return;
+    layout_.rounds->completed(round);
+    return;
+  } catch (const optim::outer::RoundFailed& e) {
+    log_.line("outer round " + std::to_string(round) + ": " + e.what() + "; meeting again (attempt 2)");
+  }
+  const int members = meet_until_counted(round, 1, [&] {
+    outer.rerun_in_flight();
+    return true;
+  });
+  if (members == 0) outer.drop_in_flight();  // the others' result reaches it when it catches up
+}
+
+int IslandSteps::meet_until_counted(int64_t round, int attempt, const std::function<bool()>& exchange) {
   constexpr int kAttempts = 10;
   ParallelLayout& l = layout_;
   const int64_t boundary = round * l.rounds->inner_steps();
   const int island = l.mesh->coord().island;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  for (; attempt < kAttempts; ++attempt) {
     try {
       const MetRound met = l.rounds->meet(round, attempt, *l.mesh, *l.outer, *l.island_exchange);
       for (int joined : met.joined) log_.island_event(boundary, "island_joined", joined);
@@ -35,8 +60,7 @@ int IslandSteps::outer_round(int64_t round) {
         return 0;
       }
       if (met.caught_up) log_.island_event(boundary, "caught_up", island);
-      outer_syncs(boundary);
-      l.rounds->completed(round);
+      if (exchange()) l.rounds->completed(round);
       return static_cast<int>(met.islands.size());
     } catch (const optim::outer::RoundFailed& e) {
       log_.line("outer round " + std::to_string(round) + ": " + e.what() + "; meeting again (attempt " +

@@ -46,6 +46,14 @@ class IslandSteps {
   // fails (a member died mid-round). Returns its member count (0: this island came too late and sits
   // it out, to catch up at the next one).
   int outer_round(int64_t round);
+  // Meets round `round` from attempt `attempt` on and runs `exchange` among its members (true: the
+  // round counted now; false: it counts once its exchange ends, at the next boundary), met again
+  // among those still there while it throws RoundFailed. Returns the round's member count (0: sat out).
+  int meet_until_counted(int64_t round, int attempt, const std::function<bool()>& exchange);
+  // Delayed DiLoCo: the exchange of round `round`, running on that round's group since its boundary,
+  // ends before the next round's group replaces it; when it failed (a member died mid-exchange), the
+  // round is met again among those left and the exchange rerun there.
+  void settle_in_flight(int64_t round);
 
   ParallelLayout& layout_;
   RunLog& log_;

@@ -215,7 +215,9 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
                                 [this, delta, norm, fragment = *starting] {
                                   return exchange_.average(delta, norm, fragment);
                                 }),
-                     {}};
+                     {},
+                     delta,
+                     norm};
   return changed;
 }
 
@@ -233,9 +235,41 @@ bool OuterOptimizer::restore(int64_t step, const at::Tensor& in_flight) {
       options_.algorithm == Algorithm::kNoLoCo ? std::nullopt : in_flight_after(schedule_, step);
   if (!flight) return true;
   if (!in_flight.defined()) return false;
-  pending_ =
-      Pending{flight->fragment, flight->applied_after, {}, gather(state_views(in_flight, flight->fragment))};
+  pending_ = Pending{
+      flight->fragment, flight->applied_after, {}, gather(state_views(in_flight, flight->fragment)), {}, 0.0};
   return true;
+}
+
+bool OuterOptimizer::finish_in_flight() {
+  if (!pending_ || !pending_->sent.defined()) return false;
+  wait_pending();
+  return true;
+}
+
+void OuterOptimizer::rerun_in_flight() {
+  if (!pending_ || !pending_->sent.defined())
+    throw std::logic_error("rerun_in_flight: no exchange of this island");
+  const auto start = Clock::now();
+  pending_->ready = exchange_.average(pending_->sent, pending_->norm, pending_->fragment);
+  wait_seconds_ += seconds_since(start);
+  left_out_.insert(left_out_.end(), exchange_.left_out().begin(), exchange_.left_out().end());
+}
+
+at::Tensor OuterOptimizer::in_flight_before(int64_t step) {
+  const std::optional<InFlight> flight =
+      options_.algorithm == Algorithm::kNoLoCo ? std::nullopt : in_flight_after(schedule_, step - 1);
+  if (!flight) return {};
+  if (pending_ && pending_->applied_after == flight->applied_after && pending_->fragment == flight->fragment)
+    return in_flight_result();
+  return at::zeros_like(phi_);
+}
+
+void OuterOptimizer::take_in_flight(int64_t step, const at::Tensor& in_flight) {
+  restore(step - 1, in_flight);
+}
+
+void OuterOptimizer::clear_error_feedback() {
+  if (error_feedback_.defined()) error_feedback_.zero_();
 }
 
 }  // namespace atl::optim::outer

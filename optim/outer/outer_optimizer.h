@@ -83,6 +83,27 @@ class OuterOptimizer {
   // is the saved in_flight_result(). Returns false when the schedule has an exchange in flight at
   // `step` but `in_flight` is undefined (the exchange is then dropped).
   bool restore(int64_t step, const at::Tensor& in_flight);
+
+  // Islands with a membership per round: an exchange runs on its round's group, so the one this
+  // island started in the background must end before the next round's group replaces it.
+  // finish_in_flight() waits for it (rethrowing RoundFailed when its round did not count) and
+  // returns whether there was one this island started; rerun_in_flight() runs the same exchange
+  // again, synchronously, over the group now in place (the round met again among those left).
+  bool finish_in_flight();
+  void rerun_in_flight();
+  // Whether an exchange this island started has not been applied yet (delayed DiLoCo's round after
+  // its boundary), and dropping it (this island sat out the round met again to rerun it).
+  bool own_exchange_pending() const { return pending_ && pending_->sent.defined(); }
+  void drop_in_flight() { pending_.reset(); }
+  // What an island catching up at the sync after step `step` takes besides phi and the momentum:
+  // the result of the exchange in flight after step - 1 steps (applied after `step`, or later), in
+  // the optimizer's coordinates; zeros when this island does not hold it, undefined when the
+  // schedule has none in flight then. take_in_flight() adopts another island's.
+  at::Tensor in_flight_before(int64_t step);
+  void take_in_flight(int64_t step, const at::Tensor& in_flight);
+  // An island catching up starts without error feedback of its own (SparseLoCo): it has sent nothing
+  // the others have not.
+  void clear_error_feedback();
   // Starts the outer state afresh from theta (phi = theta, momentum and error feedback 0): a
   // checkpoint without one.
   void reset_from_values();
@@ -100,6 +121,10 @@ class OuterOptimizer {
     int64_t applied_after;
     std::future<at::Tensor> mean;
     at::Tensor ready;  // the mean once waited for
+    // What this island sent, to run the exchange again (undefined: the result came from a
+    // checkpoint or another island).
+    at::Tensor sent;
+    double norm = 0.0;
   };
   // The L2 norm over the island of this fragment's pseudo-gradient `delta` (0 without a bound).
   double island_norm(int fragment, const at::Tensor& delta) const;

@@ -57,7 +57,8 @@ std::vector<Field> outer_fields() {
       outer("secret_file", &OuterConfig::secret_file,
             "With a rendezvous: the job's secret (>= 16 bytes, mode 600); required off loopback."),
       outer("min_islands", &OuterConfig::min_islands,
-            "With a rendezvous: islands a round needs to close; 0: every island (fixed membership).",
+            "With a rendezvous: islands a round needs to close; 0: every island (fixed membership). "
+            "Below parallel.islands (elastic): outer.algorithm diloco, delayed or not.",
             at_least(0)),
       outer("grace_s", &OuterConfig::grace_s,
             "With min_islands: seconds a round waits for more once min_islands are there.", above(0)),
@@ -123,10 +124,11 @@ void validate_island_jobs(const Config& c, Problems& problems) {
     problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
                        " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +
                        "; a round cannot wait for more islands than there are");
-  if (c.islands_are_elastic() && (o.algorithm != OuterAlgorithm::kDiLoCo || o.delayed))
+  if (c.islands_are_elastic() && o.algorithm != OuterAlgorithm::kDiLoCo)
     problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
                        " below parallel.islands (a membership per round) works with outer.algorithm: diloco "
-                       "(not delayed) for now; set outer.min_islands: " +
+                       "(delayed or not) for now, not '" +
+                       std::string(name_of(o.algorithm)) + "'; set outer.min_islands: " +
                        std::to_string(c.parallel.islands) + " or outer.algorithm: diloco");
   if (o.island < 0 || o.island >= c.parallel.islands)
     problems.push_back("config: outer.island = " + std::to_string(o.island) +
