@@ -70,7 +70,8 @@ IslandRounds::IslandRounds(const Config& config, const comm::MpiCommunicator& wo
                                                            rendezvous_options(config, world))),
       position_(world.rank()),
       positions_(world.size()),
-      inner_steps_(config.outer.inner_steps) {}
+      inner_steps_(config.outer.inner_steps),
+      gossip_(config.outer.algorithm == OuterAlgorithm::kNoLoCo) {}
 
 std::unique_ptr<comm::Communicator> IslandRounds::initial_group(const comm::MpiCommunicator& world) const {
   return world.split(world.rank(), 0, "island");
@@ -112,29 +113,51 @@ MetRound IslandRounds::meet(int64_t round, int attempt, comm::DeviceMesh& mesh,
     if (newest < static_cast<double>(round - 1))
       throw std::runtime_error(stale_state_message(round, static_cast<int64_t>(newest), inner_steps_));
     const int source = static_cast<int>(std::find(rounds.begin(), rounds.end(), newest) - rounds.begin());
-    const int contributors = static_cast<int>(std::count(rounds.begin(), rounds.end(), newest));
-    exchange.set_contributors(contributors);
-    if (contributors < group.size()) {
-      // phi() and momentum() are the optimizer's own tensors: the broadcast lands in place.
-      group.broadcast(outer.phi(), source)->wait();
-      group.broadcast(outer.momentum(), source)->wait();
-      // Delayed DiLoCo: the previous round's result, in flight until this boundary's step applies it.
-      const int64_t boundary = round * inner_steps_;
-      const at::Tensor in_flight = outer.in_flight_before(boundary);
-      if (in_flight.defined()) group.broadcast(in_flight, source)->wait();
-      if (static_cast<double>(phi_round_) < newest) {
-        outer.write_values(outer.phi());  // theta = phi: its pseudo-gradient is exactly zero
-        if (in_flight.defined()) outer.take_in_flight(boundary, in_flight);
-        outer.clear_error_feedback();
-        phi_round_ = static_cast<int64_t>(newest);
-        met.caught_up = true;
-      }
-    }
+    std::vector<int> contributors;
+    for (size_t i = 0; i < rounds.size(); ++i)
+      if (rounds[i] == newest) contributors.push_back(static_cast<int>(i));
+    const bool someone_behind = contributors.size() < rounds.size();
+    exchange.set_contributors(std::move(contributors));
+    joining_ = static_cast<double>(phi_round_) < newest;
+    hand_over_from_ = -1;
+    // NoLoCo's islands each hold their own phi: a joiner sits the gossip out and takes its source's
+    // state as the round leaves it (hand_over). The others take phi before the round.
+    if (someone_behind && gossip_) hand_over_from_ = source;
+    if (someone_behind && !gossip_) take_state(group, source, round * inner_steps_, outer);
+    // A NoLoCo joiner holds the state only after hand_over: met again first, it is behind again.
+    if (joining_ && !gossip_) phi_round_ = static_cast<int64_t>(newest);
+    met.caught_up = joining_;
   } catch (const comm::GroupFailure& e) {
     rendezvous_->settle(membership_, position_, positions_, false);
     throw optim::outer::RoundFailed(std::string("meeting: ") + e.what());
   }
   return met;
+}
+
+void IslandRounds::take_state(comm::Communicator& group, int source, int64_t boundary,
+                              optim::outer::OuterOptimizer& outer) {
+  // phi() and momentum() are the optimizer's own tensors: the broadcast lands in place.
+  group.broadcast(outer.phi(), source)->wait();
+  group.broadcast(outer.momentum(), source)->wait();
+  // Delayed DiLoCo: the previous round's result, in flight until this boundary's step applies it.
+  const at::Tensor in_flight = outer.in_flight_before(boundary);
+  if (in_flight.defined()) group.broadcast(in_flight, source)->wait();
+  if (!joining_) return;
+  outer.write_values(outer.phi());  // theta = phi: its pseudo-gradient is exactly zero
+  if (in_flight.defined()) outer.take_in_flight(boundary, in_flight);
+  outer.clear_error_feedback();
+}
+
+void IslandRounds::hand_over(comm::DeviceMesh& mesh, optim::outer::OuterOptimizer& outer) {
+  if (hand_over_from_ < 0) return;
+  try {
+    take_state(mesh.island(), hand_over_from_, 0, outer);
+  } catch (const comm::GroupFailure& e) {
+    // The round counted without this joiner, which holds no state to go on from.
+    if (joining_)
+      throw std::runtime_error(std::string("islands: the member to take the state from was lost (") +
+                               e.what() + "); relaunch this island to catch up");
+  }
 }
 
 void IslandRounds::completed(int64_t round) {

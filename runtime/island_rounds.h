@@ -57,18 +57,29 @@ class IslandRounds {
   // member. Throws std::runtime_error when fewer than min_islands come within outer.timeout_s.
   MetRound meet(int64_t round, int attempt, comm::DeviceMesh& mesh, optim::outer::OuterOptimizer& outer,
                 optim::outer::IslandExchange& exchange);
+  // NoLoCo: after the round's gossip, an island that caught up in it (and sat the gossip out) takes
+  // the state of the member it was met by, phi, the momentum and theta = phi. Every member calls it.
+  void hand_over(comm::DeviceMesh& mesh, optim::outer::OuterOptimizer& outer);
   // The round's exchange counted and was applied: phi is at `round` now.
   void completed(int64_t round);
 
   int64_t inner_steps() const { return inner_steps_; }
 
  private:
+  // Every member: `source`'s phi, momentum and result in flight before the sync after step
+  // `boundary`; an island joining this round takes them as its own, with theta = phi.
+  void take_state(comm::Communicator& group, int source, int64_t boundary,
+                  optim::outer::OuterOptimizer& outer);
+
   std::unique_ptr<comm::IslandRendezvous> rendezvous_;
   comm::RoundMembership membership_;   // the round met last
   std::vector<int> previous_islands_;  // the members of the last round this island completed
   int position_ = 0, positions_ = 1;   // this rank's place in its island, and the island's ranks
   int64_t inner_steps_ = 1;
-  int64_t phi_round_ = 0;  // the round whose result phi holds
+  int64_t phi_round_ = 0;    // the round whose result phi holds
+  bool gossip_ = false;      // NoLoCo: a joiner takes the state after the round (hand_over)
+  bool joining_ = false;     // this island caught up in the round met last
+  int hand_over_from_ = -1;  // NoLoCo: the member a joiner of the round met last takes its state from
 };
 
 }  // namespace atl::runtime

@@ -23,8 +23,16 @@ void IslandSteps::outer_syncs(int64_t step) {
 int IslandSteps::outer_round(int64_t round) {
   settle_in_flight(round - 1);
   const int64_t boundary = round * layout_.rounds->inner_steps();
+  optim::outer::OuterOptimizer& outer = *layout_.outer;
   return meet_until_counted(round, 0, [&] {
-    outer_syncs(boundary);
+    // Met again after the exchange failed: the same exchange again, not a new pseudo-gradient.
+    if (outer.exchange_failed()) {
+      outer.rerun_in_flight();
+      outer.apply_due(boundary);
+    } else {
+      outer_syncs(boundary);
+    }
+    layout_.rounds->hand_over(*layout_.mesh, *layout_.outer);
     return !layout_.outer->own_exchange_pending();
   });
 }

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace atl::optim::outer {
@@ -39,6 +40,13 @@ class IslandAverage {
   // The means over `members` (island indices, this island among them) of each tensor (fragment 0).
   virtual std::vector<at::Tensor> group_average(const std::vector<at::Tensor>& tensors,
                                                 const std::vector<int>& members) = 0;
+  // The islands whose values count in the coming means, ascending: every island, unless some catch
+  // up in an elastic round (IslandExchange::set_contributors).
+  virtual std::vector<int> contributors() const {
+    std::vector<int> all(static_cast<size_t>(islands()));
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
   // Islands whose norm exceeds `max_norm` are left out of the means (0: no bound).
   virtual void bound_norms(double max_norm) = 0;
   // The islands the last average() left out for their norm.

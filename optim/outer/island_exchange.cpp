@@ -75,24 +75,30 @@ void IslandExchange::throw_unless_all_finite(const at::Tensor& values) {
 
 // The exchange runs on host copies over the group's MPI plane: islands sit behind links NCCL is not
 // made for, and the codecs' bytes are small. On the CPU the copies are the tensors themselves.
-at::Tensor IslandExchange::mean(const at::Tensor& values, double norm) {
-  if (!settle_) return mean_on_host(values.cpu(), norm).to(values.device());
-  std::optional<at::Tensor> result;
+template <typename Result, typename Exchange>
+Result IslandExchange::settled(Exchange exchange) {
+  if (!settle_) return exchange();
+  std::optional<Result> result;
   std::string failure = "another member's part of the exchange failed";
   try {
-    result = mean_on_host(values.cpu(), norm);
+    result = exchange();
   } catch (const comm::GroupFailure& e) {
     failure = e.what();
   }
   if (!settle_(result.has_value())) throw RoundFailed("outer exchange: the round did not count: " + failure);
-  return result->to(values.device());
+  return std::move(*result);
+}
+
+at::Tensor IslandExchange::mean(const at::Tensor& values, double norm) {
+  return settled<at::Tensor>([&] { return mean_on_host(values.cpu(), norm); }).to(values.device());
 }
 
 std::vector<at::Tensor> IslandExchange::group_mean(const std::vector<at::Tensor>& tensors,
                                                    const std::vector<int>& members) {
   std::vector<at::Tensor> host;
   for (const at::Tensor& t : tensors) host.push_back(t.cpu());
-  std::vector<at::Tensor> means = group_mean_on_host(host, members);
+  std::vector<at::Tensor> means =
+      settled<std::vector<at::Tensor>>([&] { return group_mean_on_host(host, members); });
   for (size_t t = 0; t < means.size(); ++t) means[t] = means[t].to(tensors[t].device());
   return means;
 }
@@ -119,12 +125,13 @@ at::Tensor IslandExchange::mean_on_host(const at::Tensor& values, double norm) {
   throw_unless_all_finite(values);
   uint64_t sent = 0;
   agree_on_left_out(norm, sent);
-  // An island left out sends zeros, so the sums hold the others' values only.
+  // An island left out, or catching up, sends zeros, so the sums hold the others' values only.
+  const std::vector<int> counted = contributors();
   const bool me_left_out = std::any_of(left_out_.begin(), left_out_.end(),
-                                       [&](const LeftOut& l) { return l.island == group_.rank(); });
+                                       [&](const LeftOut& l) { return l.island == group_.rank(); }) ||
+                           !std::binary_search(counted.begin(), counted.end(), group_.rank());
   const at::Tensor sent_values = me_left_out ? at::zeros_like(values) : values;
-  const int divisor =
-      std::max(1, (contributors_ > 0 ? contributors_ : k) - static_cast<int>(left_out_.size()));
+  const int divisor = std::max(1, static_cast<int>(counted.size()) - static_cast<int>(left_out_.size()));
   if (topk_.enabled()) {
     std::vector<int> everyone(static_cast<size_t>(k));
     std::iota(everyone.begin(), everyone.end(), 0);

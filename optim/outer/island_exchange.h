@@ -93,9 +93,13 @@ class IslandExchange : public IslandAverage {
   // (this rank's part worked, no GroupFailure) returns whether the round counts everywhere; when it
   // does not, mean() throws RoundFailed instead of returning.
   void settle_rounds_with(std::function<bool(bool succeeded)> settle) { settle_ = std::move(settle); }
-  // How many islands' values the next means divide by (0: the group's size): a round whose group
-  // includes islands catching up, whose values are exactly zero, averages over the others only.
-  void set_contributors(int contributors) { contributors_ = contributors; }
+  // The islands whose values the next means hold (ascending; empty: every island): a round whose
+  // group includes islands catching up averages over the others only (the others send zeros), and
+  // NoLoCo draws its gossip groups among them.
+  void set_contributors(std::vector<int> contributors) { contributors_ = std::move(contributors); }
+  std::vector<int> contributors() const override {
+    return contributors_.empty() ? IslandAverage::contributors() : contributors_;
+  }
   // Islands whose norm (passed to mean()) exceeds `max_norm` are left out of that mean: they send
   // zeros and the mean divides by the others (0: no bound). The islands agree on the norms first
   // (one small all-reduce), so every island leaves out the same ones.
@@ -114,6 +118,10 @@ class IslandExchange : public IslandAverage {
   double simulated_seconds() const { return simulated_ns_.load() * 1e-9; }
 
  private:
+  // `exchange()`'s result once the round protocol says it counts on every member (settle_rounds_with;
+  // RoundFailed when it does not); without one, the result as it is.
+  template <typename Result, typename Exchange>
+  Result settled(Exchange exchange);
   at::Tensor mean_on_host(const at::Tensor& values, double norm);
   // One attempt of mean(), dividing the sums by `divisor`: nullopt when a chunk failed its tag
   // (every island then returns nullopt, with `rejected` the lowest island whose chunk failed).
@@ -163,7 +171,7 @@ class IslandExchange : public IslandAverage {
   std::optional<ExchangeAuthentication> authentication_;
   InFlightCorruption corruption_;
   std::function<bool(bool)> settle_;
-  int contributors_ = 0;
+  std::vector<int> contributors_;
   double max_norm_ = 0.0;
   std::vector<LeftOut> left_out_;
   int64_t die_in_exchange_ = -1;

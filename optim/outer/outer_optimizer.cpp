@@ -159,16 +159,25 @@ double OuterOptimizer::island_norm(int fragment, const at::Tensor& delta) const 
 void OuterOptimizer::noloco_sync(int64_t step) {
   const int64_t round = step / schedule_.inner_steps;
   const int me = exchange_.island();
-  std::vector<int> members;
+  // The groups are drawn among the islands that contribute (all of them but an elastic round's
+  // joiners, which take a member's state after the round), the same list on every one of them. A
+  // joiner averages with itself alone: no bytes, but the round's checks and settlement with the others.
+  const std::vector<int> contributors = exchange_.contributors();
+  const bool contributes = std::binary_search(contributors.begin(), contributors.end(), me);
+  std::vector<int> members{me};
   for (const std::vector<int>& group :
-       gossip_groups(exchange_.islands(), options_.group_size, gossip_seed_, round))
-    if (std::find(group.begin(), group.end(), me) != group.end()) members = group;
+       gossip_groups(static_cast<int>(contributors.size()), options_.group_size, gossip_seed_, round)) {
+    std::vector<int> islands;
+    for (int index : group) islands.push_back(contributors[static_cast<size_t>(index)]);
+    if (contributes && std::find(islands.begin(), islands.end(), me) != islands.end()) members = islands;
+  }
   std::sort(members.begin(), members.end());  // every member sums in the same order
   at::Tensor phi = gather(state_views(phi_, 0)), delta = gather(state_views(momentum_, 0));
   const at::Tensor progress = gather(theta_views(0)) - phi;
   const auto start = Clock::now();
   const std::vector<at::Tensor> means = exchange_.group_average({phi, progress}, members);
   wait_seconds_ += seconds_since(start);
+  if (!contributes) return;
   noloco_step(phi, delta, means[0], means[1], options_.noloco());
   scatter(state_views(phi_, 0), phi);
   scatter(state_views(momentum_, 0), delta);
@@ -187,22 +196,17 @@ bool OuterOptimizer::after_inner_step(int64_t step) {
   // The new pseudo-gradient is taken before a delayed result lands on the same step.
   at::Tensor delta;
   if (starting) delta = gather(state_views(phi_, *starting)) - gather(theta_views(*starting));
-  if (pending_ && pending_->applied_after == step) {
-    apply_mean(pending_->fragment, wait_pending());
-    pending_.reset();
-    changed = true;
-  }
+  if (apply_due(step)) changed = true;
   if (!starting) return changed;
   // The norm bound judges the island's own pseudo-gradient, not what feedback adds to it.
   const double norm = island_norm(*starting, delta);
   delta = with_error_feedback(*starting, delta);
   if (schedule_.delay == 0) {
-    const auto start = Clock::now();
-    const at::Tensor mean = exchange_.average(delta, norm, *starting);
-    wait_seconds_ += seconds_since(start);
-    left_out_.insert(left_out_.end(), exchange_.left_out().begin(), exchange_.left_out().end());
-    apply_mean(*starting, mean);
-    return true;
+    // Pending until it counts: a round met again reruns what was sent (SparseLoCo's error feedback
+    // already holds what that left out, and must not take it twice).
+    pending_ = Pending{*starting, step, {}, {}, delta, norm};
+    rerun_in_flight();
+    return apply_due(step);
   }
   if (options_.delayed) {
     scatter(theta_views(*starting), gather(state_views(phi_, *starting)));
@@ -237,6 +241,13 @@ bool OuterOptimizer::restore(int64_t step, const at::Tensor& in_flight) {
   if (!in_flight.defined()) return false;
   pending_ = Pending{
       flight->fragment, flight->applied_after, {}, gather(state_views(in_flight, flight->fragment)), {}, 0.0};
+  return true;
+}
+
+bool OuterOptimizer::apply_due(int64_t step) {
+  if (!pending_ || pending_->applied_after != step) return false;
+  apply_mean(pending_->fragment, wait_pending());
+  pending_.reset();
   return true;
 }
 

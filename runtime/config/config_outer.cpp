@@ -58,7 +58,7 @@ std::vector<Field> outer_fields() {
             "With a rendezvous: the job's secret (>= 16 bytes, mode 600); required off loopback."),
       outer("min_islands", &OuterConfig::min_islands,
             "With a rendezvous: islands a round needs to close; 0: every island (fixed membership). "
-            "Below parallel.islands (elastic): outer.algorithm diloco, delayed or not.",
+            "Below parallel.islands (elastic): outer.algorithm diloco (delayed or not) or noloco.",
             at_least(0)),
       outer("grace_s", &OuterConfig::grace_s,
             "With min_islands: seconds a round waits for more once min_islands are there.", above(0)),
@@ -124,10 +124,11 @@ void validate_island_jobs(const Config& c, Problems& problems) {
     problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
                        " exceeds parallel.islands = " + std::to_string(c.parallel.islands) +
                        "; a round cannot wait for more islands than there are");
-  if (c.islands_are_elastic() && o.algorithm != OuterAlgorithm::kDiLoCo)
+  if (c.islands_are_elastic() && o.algorithm != OuterAlgorithm::kDiLoCo &&
+      o.algorithm != OuterAlgorithm::kNoLoCo)
     problems.push_back("config: outer.min_islands = " + std::to_string(o.min_islands) +
                        " below parallel.islands (a membership per round) works with outer.algorithm: diloco "
-                       "(delayed or not) for now, not '" +
+                       "(delayed or not) or noloco for now, not '" +
                        std::string(name_of(o.algorithm)) + "'; set outer.min_islands: " +
                        std::to_string(c.parallel.islands) + " or outer.algorithm: diloco");
   if (o.island < 0 || o.island >= c.parallel.islands)

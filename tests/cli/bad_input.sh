@@ -359,8 +359,8 @@ expect_cli_error outer_secret_open 2 "config: outer.secret_file $work/open-secre
 expect_cli_error outer_min_islands_too_many 2 "config: outer.min_islands = 3 exceeds parallel.islands = 2; a round cannot wait for more islands than there are" \
   plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=diloco \
   --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.min_islands=3
-expect_cli_error outer_min_islands_noloco 2 "config: outer.min_islands = 1 below parallel.islands \(a membership per round\) works with outer.algorithm: diloco \(delayed or not\) for now, not 'noloco'; set outer.min_islands: 2 or outer.algorithm: diloco" \
-  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
+expect_cli_error outer_min_islands_streaming 2 "config: outer.min_islands = 1 below parallel.islands \(a membership per round\) works with outer.algorithm: diloco \(delayed or not\) or noloco for now, not 'streaming_diloco'; set outer.min_islands: 2 or outer.algorithm: diloco" \
+  plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=streaming_diloco \
   --set outer.rendezvous=127.0.0.1:29400 --set outer.island=0 --set outer.min_islands=1
 expect_cli_error outer_norm_bound_noloco 2 "config: outer.max_pseudo_grad_norm = 5 applies to outer.algorithm = diloco or streaming_diloco \(an average of pseudo-gradients\), not 'noloco'; set outer.max_pseudo_grad_norm: 0" \
   plan "$work/tiny.yaml" --set parallel.islands=2 --set parallel.dp=1 --set outer.algorithm=noloco \
