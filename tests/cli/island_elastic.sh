@@ -57,6 +57,18 @@ island_job() {
     --set outer.secret_file="$work/secret" "${outer_sets[@]}" "$@" >"$work/$label-$island.log" 2>&1
 }
 # The losses (step, loss, grad norm) of a metrics.jsonl up to step $2.
+# start_islands LABEL FAULTY FAULT GRACE_S: a rendezvous of its own and LABEL's three island jobs in
+# the background (their pids in $jobs), island FAULTY with ATOLL_FAULT=FAULT, rounds waiting GRACE_S.
+start_islands() {
+  local label=$1 faulty=$2 fault=$3 grace=$4 island hook
+  start_rendezvous "$atoll" "$work/rendezvous-$label.log" --secret-file "$work/secret"
+  jobs=()
+  for island in 0 1 2; do
+    [[ $island == "$faulty" ]] && hook=$fault || hook=
+    ATOLL_FAULT=$hook island_job "$label" $island --set outer.grace_s="$grace" &
+    jobs+=($!)
+  done
+}
 losses_through() { losses "$1" | awk -v last="$2" '$1 <= last'; }
 # The reference: islands 0 and 1 with island 2 killed at the start of step 11 (before round 3) and
 # never back -- island 2 sat out every round from 3 on. Run once, by the first case that needs it.
@@ -64,13 +76,7 @@ losses_through() { losses "$1" | awk -v last="$2" '$1 <= last'; }
 # three.)
 satout_reference() {
   [[ -s $work/satout-0/metrics.jsonl ]] && return
-  start_rendezvous "$atoll" "$work/rendezvous-satout.log" --secret-file "$work/secret"
-  jobs=()
-  for island in 0 1 2; do
-    [[ $island == 2 ]] && fault=sigkill@11 || fault=
-    ATOLL_FAULT=$fault island_job satout $island --set outer.grace_s=1 &
-    jobs+=($!)
-  done
+  start_islands satout 2 sigkill@11 1
   wait_for_jobs
   if [[ ${statuses[*]} == "0 0 $EXIT_SIGKILL" ]] && grep -q '"step":8,.*"outer_islands":3' "$work/satout-0/metrics.jsonl" &&
       grep -q '"step":4,.*"outer_islands":3' "$work/satout-0/metrics.jsonl" &&
@@ -103,14 +109,8 @@ if wants every; then
   # (its receiver's HMAC catches it, the exchange runs again); DURING (a function) runs meanwhile.
   # They meet every round as three, and island 0 logs the single world's run, bit for bit.
   every_island() {
-    local label=$1 during=${2:-true} fault
-    start_rendezvous "$atoll" "$work/rendezvous-$label.log" --secret-file "$work/secret"
-    jobs=()
-    for island in 0 1 2; do
-      [[ $island == 1 ]] && fault=corrupt_chunk@2:1 || fault=
-      ATOLL_FAULT=$fault island_job "$label" $island --set outer.grace_s=20 &
-      jobs+=($!)
-    done
+    local label=$1 during=${2:-true}
+    start_islands "$label" 1 corrupt_chunk@2:1 20
     "$during"
     wait_for_jobs
     if [[ ${statuses[*]} == "0 0 0" ]] && [[ $(grep -c '"outer_islands":3' "$work/$label-0/metrics.jsonl") == 6 ]] &&
@@ -248,13 +248,7 @@ fi
 
 if wants midway; then
   # Island 2 dies in its third exchange (round 3, step 12) once its first phase is sent.
-  start_rendezvous "$atoll" "$work/rendezvous-midway.log" --secret-file "$work/secret"
-  jobs=()
-  for island in 0 1 2; do
-    [[ $island == 2 ]] && fault=sigkill_in_exchange@3 || fault=
-    ATOLL_FAULT=$fault island_job midway $island --set outer.grace_s=3 &
-    jobs+=($!)
-  done
+  start_islands midway 2 sigkill_in_exchange@3 3
   wait_for_jobs
   # Island 2: exit 137 (SIGKILL) with step 11 its last record, killed in round 3's exchange (step
   # 12); delayed DiLoCo's runs behind steps 13-16, so island 2 dies at step 12 to 15 and the others
