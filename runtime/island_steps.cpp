@@ -32,8 +32,8 @@ int IslandSteps::outer_round(int64_t round) {
     } else {
       outer_syncs(boundary);
     }
-    layout_.rounds->hand_over(*layout_.mesh, *layout_.outer);
-    return !layout_.outer->own_exchange_pending();
+    layout_.rounds->hand_over(*layout_.mesh, outer);
+    return !outer.own_exchange_pending();
   });
 }
 

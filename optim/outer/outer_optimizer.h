@@ -92,14 +92,15 @@ class OuterOptimizer {
   bool finish_in_flight();
   void rerun_in_flight();
   // Whether an exchange this island started has not been applied yet (delayed DiLoCo's round after
-  // its boundary), and dropping it (this island sat out the round met again to rerun it).
+  // its boundary).
   bool own_exchange_pending() const { return pending_ && pending_->sent.defined(); }
-  // Whether this island's exchange failed (RoundFailed) and waits to be rerun, and applying a
-  // pending result due after `step` (returns whether one was).
+  // Whether this island's exchange failed (RoundFailed) and waits to be rerun.
   bool exchange_failed() const {
     return own_exchange_pending() && !pending_->ready.defined() && !pending_->mean.valid();
   }
+  // Applies a pending result due after `step`; returns whether there was one.
   bool apply_due(int64_t step);
+  // Drops the exchange in flight: this island sat out the round met again to rerun it.
   void drop_in_flight() { pending_.reset(); }
   // What an island catching up at the sync after step `step` takes besides phi and the momentum:
   // the result of the exchange in flight after step - 1 steps (applied after `step`, or later), in
